@@ -1,0 +1,119 @@
+"""Defaults for every host: the one place where a deploy's settings get their default value.
+
+Inventories (host data) and other group_data files override any key. Keys are flat on purpose:
+pyinfra merges host data shallowly, so a nested dict in an inventory would replace the whole
+default. `roles.hostdata.HostConfig` reads these keys and `roles.validation` checks them.
+"""
+
+# --- What the host runs (set per host in the inventory) ---------------------------------------
+
+engine = None  # "mariadb" | "postgresql"
+role = None  # "primary" | "replica"
+primary = None  # replicas: the inventory name of the primary they follow
+server_id = None  # MariaDB: unique within a replication group, 1..4294967295
+replication_address = None  # this host's address on the replication network
+
+# Hardware the host is expected to have: {"ram_bytes": int, "cpus": int}. Offline commands
+# (validate, render) size settings from it; the deploy sizes from the live host's facts.
+hardware = None
+workload = "oltp"  # "oltp" | "analytics"
+
+# --- Drives -------------------------------------------------------------------------------------
+
+# Either an explicit list of /dev/disk/by-id paths (in the order mirrors are formed: consecutive
+# drives pair up, so list them balanced across controllers), or a glob under /dev/disk/by-id plus
+# the number of drives it must match.
+drives = []
+drive_pattern = None  # e.g. "nvme-INTEL_SSDPE2KE064T8_*"
+drive_count = None
+
+# Drives this host may wipe before creating its pool: an explicit opt-in, by-id paths. Without
+# it the deploy refuses any drive that holds a partition table, a filesystem or a foreign pool.
+wipe_drives = []
+
+# --- Pool ---------------------------------------------------------------------------------------
+
+zpool_name = "dbpool"
+zpool_mirror_width = 2  # drives per mirror vdev; 2 -> 12 mirrors over 24 drives
+zpool_spares = 0  # hot spares taken from the end of the drive list (Let's Encrypt: 2)
+# 12 = 4 KiB sectors. Let's Encrypt measured 8 KiB flash pages on their P4610s and chose 13.
+zpool_ashift = 12
+zpool_autoreplace = "on"
+zpool_autotrim = "on"
+zfs_capacity_threshold = 80  # percent; Heap saw ingestion slow past 80% [zfs-db-tuning.md]
+
+# --- Datasets -----------------------------------------------------------------------------------
+
+# Compression for the engine's parent dataset (children inherit it): lz4, zstd, zstd-N, zstd-fast-N.
+zfs_compression = "lz4"
+
+# Per engine: dataset (relative to the pool) -> properties. The first is the parent; the data
+# lives in its children, never in the pool root [Let's Encrypt]. "mountpoint" is a property too.
+zfs_datasets = {
+    "mariadb": {
+        "datastore": {
+            "mountpoint": "/datastore",
+            "atime": "off",
+            "xattr": "sa",
+            "dnodesize": "auto",
+            "acltype": "posixacl",
+            "recordsize": "128k",
+            # InnoDB's buffer pool caches pages itself: ARC keeps metadata only [OpenZFS].
+            "primarycache": "metadata",
+        },
+        "datastore/mysql": {
+            "mountpoint": "/datastore/mysql",
+            "recordsize": "16k",  # = InnoDB page size
+            "logbias": "throughput",
+            "redundant_metadata": "most",
+            "primarycache": "metadata",
+        },
+        "datastore/mysql-log": {
+            "mountpoint": "/datastore/mysql-log",
+            "recordsize": "128k",  # redo log, binlog, relay log: sequential [OpenZFS]
+            "primarycache": "metadata",
+        },
+    },
+    "postgresql": {
+        "datastore": {
+            "mountpoint": "/datastore",
+            "atime": "off",
+            "xattr": "sa",
+            "dnodesize": "auto",
+            "acltype": "posixacl",
+            "recordsize": "128k",
+            # PostgreSQL relies on the OS cache, which on ZFS is the ARC [OpenZFS].
+            "primarycache": "all",
+        },
+        "datastore/postgresql": {
+            "mountpoint": "/datastore/postgresql",
+            # 32k per OpenZFS; Heap ran 64k for a better compression ratio on analytics.
+            "recordsize": "32k",
+            "primarycache": "all",
+        },
+        "datastore/postgresql-wal": {
+            "mountpoint": "/datastore/postgresql-wal",
+            "recordsize": "128k",
+            "primarycache": "all",
+        },
+    },
+}
+# Per-dataset property overrides merged over zfs_datasets, e.g.
+# {"datastore/postgresql": {"recordsize": "64k"}}.
+zfs_dataset_properties = {}
+
+# ZFS module parameters merged over the sized ones (zfs_arc_max, zfs_prefetch_disable).
+zfs_module_params = {}
+
+# --- Database -----------------------------------------------------------------------------------
+
+# Overrides of any server setting, rendered last: my.cnf [mysqld] keys or postgresql.conf keys.
+db_settings = {}
+max_connections = None  # None: the sizing default for the engine and workload
+
+# Application databases and users. Passwords are never data: each user's password is read from
+# the secrets (environment or secrets file) under the key named by "password_secret".
+# Example: [{"name": "app", "owner": "app"}] and
+# [{"name": "app", "password_secret": "app_password", "privileges": "...", "database": "app"}]
+databases = []
+db_users = []
