@@ -10,6 +10,7 @@ default. `roles.hostdata.HostConfig` reads these keys and `roles.validation` che
 engine = None  # "mariadb" | "postgresql"
 role = None  # "primary" | "replica"
 primary = None  # replicas: the inventory name of the primary they follow
+cluster = None  # replication group name; None: the engine's name (one group per engine)
 server_id = None  # MariaDB: unique within a replication group, 1..4294967295
 replication_address = None  # this host's address on the replication network
 
@@ -110,6 +111,9 @@ zfs_module_params = {}
 # Overrides of any server setting, rendered last: my.cnf [mysqld] keys or postgresql.conf keys.
 db_settings = {}
 max_connections = None  # None: the sizing default for the engine and workload
+# Networks application clients connect from (CIDR); replication peers are allowed separately.
+db_client_networks = []
+db_port = None  # None: the engine's default (3306, 5432)
 
 # Application databases and users. Passwords are never data: each user's password is read from
 # the secrets (environment or secrets file) under the key named by "password_secret".

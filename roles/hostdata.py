@@ -1,0 +1,171 @@
+"""A host's deploy settings, read from its pyinfra host data (group_data/all.py holds the defaults).
+
+`HostConfig.from_data(name, data)` takes any mapping (pyinfra's `host.data` or a plain dict) and
+does no checking: roles.validation checks the same data first and names every problem.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from roles import sizing
+
+BY_ID = "/dev/disk/by-id/"
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5, "e": 1024**6}
+
+
+def parse_size(value) -> int:
+    """ZFS-style size ("16k", "16K", "1M", "16384") to bytes."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        return value
+    match = _SIZE_RE.match(str(value))
+    if not match:
+        raise ValueError(f"not a size: {value!r}")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def _get(data: Mapping, key: str, default=None):
+    # pyinfra's HostData has .get; plain dicts too.
+    value = data.get(key, default)
+    return default if value is None else value
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    name: str
+    mirror_width: int
+    spares: int
+    ashift: int
+    autoreplace: str
+    autotrim: str
+
+    def layout(self, drives: list[str]) -> tuple[list[list[str]], list[str]]:
+        """Mirrors (consecutive drives pair up) and hot spares (the last `spares` drives)."""
+        in_mirrors = drives[: len(drives) - self.spares] if self.spares else list(drives)
+        spares = drives[len(in_mirrors):]
+        width = self.mirror_width
+        return [in_mirrors[i:i + width] for i in range(0, len(in_mirrors), width)], spares
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    name: str
+    engine: str | None
+    role: str | None
+    primary: str | None
+    cluster: str | None
+    server_id: int | None
+    replication_address: str | None
+    hardware: Mapping | None
+    workload: str
+    drives: list = field(default_factory=list)
+    drive_pattern: str | None = None
+    drive_count: int | None = None
+    wipe_drives: list = field(default_factory=list)
+    pool: PoolSpec | None = None
+    capacity_threshold: int = 80
+    compression: str = "lz4"
+    datasets: dict = field(default_factory=dict)  # relative name -> properties, parent first
+    module_params: dict = field(default_factory=dict)
+    db_settings: dict = field(default_factory=dict)
+    max_connections: int | None = None
+    client_networks: list = field(default_factory=list)
+    databases: list = field(default_factory=list)
+    db_users: list = field(default_factory=list)
+
+    @classmethod
+    def from_data(cls, name: str, data: Mapping[str, Any]) -> "HostConfig":
+        engine = data.get("engine")
+        datasets = {}
+        defaults = _get(data, "zfs_datasets", {})
+        overrides = _get(data, "zfs_dataset_properties", {})
+        if isinstance(defaults, Mapping) and isinstance(defaults.get(engine), Mapping):
+            for i, (ds, props) in enumerate(defaults[engine].items()):
+                merged = dict(props)
+                if i == 0:  # the parent: children inherit its compression
+                    merged["compression"] = _get(data, "zfs_compression", "lz4")
+                if isinstance(overrides, Mapping) and isinstance(overrides.get(ds), Mapping):
+                    merged.update(overrides[ds])
+                datasets[ds] = merged
+        pool = PoolSpec(
+            name=_get(data, "zpool_name", "dbpool"),
+            mirror_width=_get(data, "zpool_mirror_width", 2),
+            spares=_get(data, "zpool_spares", 0),
+            ashift=_get(data, "zpool_ashift", 12),
+            autoreplace=_get(data, "zpool_autoreplace", "on"),
+            autotrim=_get(data, "zpool_autotrim", "on"),
+        )
+        return cls(
+            name=name,
+            engine=engine,
+            role=data.get("role"),
+            primary=data.get("primary"),
+            cluster=_get(data, "cluster", engine),
+            server_id=data.get("server_id"),
+            replication_address=data.get("replication_address"),
+            hardware=data.get("hardware"),
+            workload=_get(data, "workload", "oltp"),
+            drives=list(_get(data, "drives", [])),
+            drive_pattern=data.get("drive_pattern"),
+            drive_count=data.get("drive_count"),
+            wipe_drives=list(_get(data, "wipe_drives", [])),
+            pool=pool,
+            capacity_threshold=_get(data, "zfs_capacity_threshold", 80),
+            compression=_get(data, "zfs_compression", "lz4"),
+            datasets=datasets,
+            module_params=dict(_get(data, "zfs_module_params", {})),
+            db_settings=dict(_get(data, "db_settings", {})),
+            max_connections=data.get("max_connections"),
+            client_networks=list(_get(data, "db_client_networks", [])),
+            databases=list(_get(data, "databases", [])),
+            db_users=list(_get(data, "db_users", [])),
+        )
+
+    # --- derived -----------------------------------------------------------------------------
+
+    def dataset_name(self, relative: str) -> str:
+        return f"{self.pool.name}/{relative}"
+
+    @property
+    def data_dataset(self) -> str:
+        """The dataset holding the engine's tables (the first child)."""
+        return list(self.datasets)[1]
+
+    @property
+    def log_dataset(self) -> str:
+        """The dataset holding redo/binlog (MariaDB) or WAL (PostgreSQL): the second child."""
+        return list(self.datasets)[2]
+
+    def mountpoint(self, relative: str) -> str:
+        return self.datasets[relative]["mountpoint"]
+
+    def recordsize(self, relative: str) -> int:
+        props = self.datasets[relative]
+        if "recordsize" in props:
+            return parse_size(props["recordsize"])
+        return parse_size(self.datasets[next(iter(self.datasets))].get("recordsize", "128k"))
+
+    @property
+    def expected_drive_count(self) -> int:
+        return len(self.drives) if self.drives else int(self.drive_count or 0)
+
+    def sizing(self, ram_bytes: int | None = None, cpus: int | None = None) -> sizing.Sizing:
+        """Sized settings for live facts, or for the declared `hardware` when none are given."""
+        hw = self.hardware or {}
+        return sizing.size(
+            sizing.Hardware(
+                ram_bytes=ram_bytes if ram_bytes is not None else hw["ram_bytes"],
+                cpus=cpus if cpus is not None else hw["cpus"],
+                drives=self.expected_drive_count,
+            ),
+            self.engine,
+            self.workload,
+            data_recordsize=self.recordsize(self.data_dataset),
+            max_connections=self.max_connections,
+        )

@@ -1,0 +1,180 @@
+"""Builds template contexts from a host's config and its sizing, and renders templates/.
+
+The logic (which value, which role) lives here; templates/ only lay the values out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import jinja2
+
+from roles.hostdata import HostConfig
+from roles.sizing import GIB, KIB, MIB, Sizing
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+PG_VERSION = 15
+PG_CLUSTER = "main"
+REPLICATION_USER = {"mariadb": "replicator", "postgresql": "replicator"}
+
+MARIADB_SIZE_KEYS = {"innodb_buffer_pool_size", "innodb_log_file_size", "innodb_log_buffer_size"}
+PG_SIZE_KEYS = {"shared_buffers", "effective_cache_size", "work_mem", "maintenance_work_mem",
+                "autovacuum_work_mem", "wal_buffers", "min_wal_size", "max_wal_size"}
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def mariadb_size(value: int) -> str:
+    for unit, suffix in ((GIB, "G"), (MIB, "M"), (KIB, "K")):
+        if value % unit == 0:
+            return f"{value // unit}{suffix}"
+    return str(value)
+
+
+def pg_size(value: int) -> str:
+    for unit, suffix in ((GIB, "GB"), (MIB, "MB"), (KIB, "kB")):
+        if value % unit == 0:
+            return f"{value // unit}{suffix}"
+    return f"{value // KIB}kB"
+
+
+def pg_value(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (int, float)):
+        return str(value)
+    text = str(value)
+    if text in ("on", "off", "true", "false") or text.replace(".", "", 1).isdigit():
+        return text
+    return "'" + text.replace("'", "''") + "'"
+
+
+def mariadb_value(value) -> str:
+    if isinstance(value, bool):
+        return "ON" if value else "OFF"
+    return str(value)
+
+
+def _formatted(settings: dict, size_keys: set, fmt) -> dict:
+    return {k: fmt(v) if k in size_keys and isinstance(v, int) else v for k, v in settings.items()}
+
+
+def mariadb_paths(cfg: HostConfig) -> dict:
+    data = cfg.mountpoint(cfg.data_dataset)
+    logs = cfg.mountpoint(cfg.log_dataset)
+    return {
+        "datadir": data,
+        "redo_dir": f"{logs}/redo",
+        "binlog_dir": f"{logs}/binlog",
+        "relay_dir": f"{logs}/relay",
+        "log_bin": f"{logs}/binlog/mysql-bin",
+        "relay_log": f"{logs}/relay/relay-bin",
+    }
+
+
+def postgresql_paths(cfg: HostConfig) -> dict:
+    data = cfg.mountpoint(cfg.data_dataset)
+    wal = cfg.mountpoint(cfg.log_dataset)
+    return {
+        "data_directory": f"{data}/{PG_VERSION}/{PG_CLUSTER}",
+        "wal_directory": f"{wal}/{PG_VERSION}/{PG_CLUSTER}",
+        "config_dir": f"/etc/postgresql/{PG_VERSION}/{PG_CLUSTER}",
+    }
+
+
+def mariadb_context(cfg: HostConfig, sized: Sizing) -> dict:
+    settings = _formatted(sized.database, MARIADB_SIZE_KEYS, mariadb_size)
+    role = {
+        "server_id": cfg.server_id,
+        "read_only": "ON" if cfg.role == "replica" else "OFF",
+        "port": 3306,
+        "bind_address": "0.0.0.0" if cfg.replication_address else "127.0.0.1",
+    }
+    overrides = {k: mariadb_value(v) for k, v in cfg.db_settings.items()}
+    for key in list(overrides):
+        for target in (settings, role):
+            if key in target:
+                target[key] = overrides.pop(key)
+                break
+    return {
+        "host": cfg.name,
+        "role": cfg.role,
+        "paths": mariadb_paths(cfg),
+        "s": settings,
+        "r": role,
+        "extra": overrides,
+    }
+
+
+def postgresql_context(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfig] = ()) -> dict:
+    settings = _formatted(sized.database, PG_SIZE_KEYS, pg_size)
+    # full_page_writes guards against torn pages; ZFS writes a record atomically, so with records
+    # of at least PostgreSQL's 8k page it is not needed [OpenZFS Workload Tuning].
+    settings["full_page_writes"] = "off" if cfg.recordsize(cfg.data_dataset) >= 8 * KIB else "on"
+    listen = ["localhost"] + ([cfg.replication_address] if cfg.replication_address else [])
+    settings["listen_addresses"] = ",".join(listen)
+    settings["port"] = 5432
+    replicas = [p for p in peers if p.name != cfg.name]
+    settings["max_wal_senders"] = max(10, len(replicas) + 2)
+    settings["max_replication_slots"] = max(10, len(replicas) + 2)
+    overrides = dict(cfg.db_settings)
+    for key in list(overrides):
+        if key in settings:
+            settings[key] = overrides.pop(key)
+    return {
+        "host": cfg.name,
+        "role": cfg.role,
+        "paths": postgresql_paths(cfg),
+        "version": PG_VERSION,
+        "cluster": PG_CLUSTER,
+        "s": {k: pg_value(v) for k, v in settings.items()},
+        "extra": {k: pg_value(v) for k, v in overrides.items()},
+    }
+
+
+def pg_hba_context(cfg: HostConfig, peers: Iterable[HostConfig]) -> dict:
+    # Every cluster member may stream from this host (a standby may be promoted later), each from
+    # its own address only.
+    replication_sources = [
+        {"name": p.name, "address": p.replication_address}
+        for p in peers if p.name != cfg.name and p.replication_address
+    ]
+    return {
+        "host": cfg.name,
+        "replication_user": REPLICATION_USER["postgresql"],
+        "replication_sources": replication_sources,
+        "users": [u for u in cfg.db_users if u.get("name")],
+        "client_networks": list(cfg.client_networks),
+    }
+
+
+def zfs_modprobe_context(cfg: HostConfig, sized: Sizing) -> dict:
+    params = dict(sized.zfs)
+    params.update(cfg.module_params)
+    return {"host": cfg.name, "params": params}
+
+
+def render(template: str, context: dict) -> str:
+    return _env.get_template(template).render(**context)
+
+
+def render_host(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfig] = ()) -> dict[str, str]:
+    """Every file a host gets from templates/: template name -> rendered text."""
+    peers = list(peers)
+    files = {"zfs.conf.j2": render("zfs.conf.j2", zfs_modprobe_context(cfg, sized))}
+    if cfg.engine == "mariadb":
+        files["my.cnf.j2"] = render("my.cnf.j2", mariadb_context(cfg, sized))
+    elif cfg.engine == "postgresql":
+        files["postgresql.conf.j2"] = render("postgresql.conf.j2",
+                                             postgresql_context(cfg, sized, peers))
+        files["pg_hba.conf.j2"] = render("pg_hba.conf.j2",
+                                         pg_hba_context(cfg, peers))
+    return files
