@@ -108,6 +108,8 @@ def _size_mariadb(hw: Hardware, workload: str, data_recordsize: int,
     if max_connections is None:
         max_connections = (_clamp(hw.cpus * 16, 151, 4096) if workload == "oltp"
                            else _clamp(hw.cpus * 4, 50, 1000))
+        # Connections' worst case may take at most 1/8 of RAM, whatever the CPU count.
+        max_connections = max(50, min(max_connections, ram // 8 // MARIADB_PER_CONNECTION))
     connections = max_connections * MARIADB_PER_CONNECTION
     # The buffer pool takes 3/4 of what is left, like innodb_dedicated_server's 0.75 x RAM
     # [MySQL docs], rounded to the 128 MiB buffer-pool chunk (1 GiB on large hosts).
