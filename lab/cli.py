@@ -1,0 +1,98 @@
+"""`python -m lab COMMAND` (also `./dbzfs lab COMMAND`, `./dbzfs converge`)."""
+
+import argparse
+import os
+import sys
+import time
+
+from . import control, image
+from . import vm as vmmod
+from .definition import LabDefinitionError, load
+from .vm import LabError
+
+USAGE = """python -m lab COMMAND
+
+  image               build the guest image if needed (cached in /var/cache/dbzfs-lab/images)
+  up [NAME...]        build the image if needed, start the apt cache, boot the VMs (in parallel),
+                      wait until ssh answers; VMs already running are left alone
+  status              the image, the apt cache and each VM
+  ssh NAME [CMD...]   a shell (or a command) on a VM as root
+  reset-drives NAME   stop the VM if running, recreate its empty NVMe drive files
+  down [NAME...]      stop VMs (all by default: no qemu is left behind)
+  converge            up, then pyinfra inventories/lab.py deploy.py, then the tests/infra checks
+  ssh-config          (re)write .lab/ssh_config and print its path
+"""
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m lab", usage=USAGE, add_help=True)
+    p.add_argument("command")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.add_argument("--down-on-error", action="store_true",
+                   help="up/converge: stop the whole lab if anything fails")
+    p.add_argument("--timeout", type=int, default=60, help="down: seconds to wait for a clean power-off")
+    a = p.parse_args(argv)
+    # Options may also come after the command (`up --down-on-error`, `down --timeout 0`).
+    rest = []
+    it = iter(a.args)
+    for x in it:
+        if x == "--down-on-error":
+            a.down_on_error = True
+        elif x == "--timeout" and a.command == "down":
+            a.timeout = int(next(it))
+        else:
+            rest.append(x)
+    a.args = rest if a.command != "ssh" else a.args
+    t0 = time.monotonic()
+
+    def log(msg):
+        print(msg, flush=True)
+
+    try:
+        lab = load()
+        if a.command == "image":
+            d = image.ensure(lab, log=log)
+            m = image.manifest(lab)
+            log(f"==> image {d}: kernel {m['kernel']}, zfs {m['zfs']} (built in {m['build_seconds']} s)")
+        elif a.command in ("up", "converge"):
+            try:
+                if a.command == "up":
+                    control.up(lab, a.args, log=log)
+                else:
+                    control.converge(lab, log=log)
+            except BaseException:
+                if a.down_on_error:
+                    control.down(lab, log=log)
+                raise
+        elif a.command == "down":
+            control.down(lab, a.args, timeout=a.timeout, log=log)
+        elif a.command == "status":
+            control.status(lab, log=log)
+        elif a.command == "ssh":
+            if not a.args:
+                p.error("ssh NAME [CMD...]")
+            vm = lab.vm(a.args[0])
+            vmmod.ensure_key()
+            vmmod.write_ssh_config(lab)
+            if not vmmod.pid(vm):
+                raise LabError(f"{vm.name} is not running (python -m lab up {vm.name})")
+            argv = ["ssh", "-F", str(vmmod.SSH_CONFIG), *(["-t"] if len(a.args) == 1 and sys.stdin.isatty() else []),
+                    vm.name, *a.args[1:]]
+            os.execvp("ssh", argv)
+        elif a.command == "reset-drives":
+            if len(a.args) != 1:
+                p.error("reset-drives NAME")
+            vmmod.reset_drives(lab.vm(a.args[0]), log=log)
+        elif a.command == "ssh-config":
+            vmmod.ensure_key()
+            print(vmmod.write_ssh_config(lab))
+        else:
+            p.error(f"unknown command {a.command!r}")
+    except (LabError, LabDefinitionError, image.ImageBuildError) as e:
+        print(f"lab: error: {e}", file=sys.stderr, flush=True)
+        print(f"lab: failed after {time.monotonic() - t0:.0f} s", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("lab: interrupted (VMs already started keep running: python -m lab down)", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,119 @@
+"""The lab as a whole: up, down, status, converge. Used by `python -m lab` and tests/e2e.
+
+All functions take a `log` callable for progress lines ("==> db1: ssh up after 41 s").
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+from . import aptcache, image, vm as vmmod
+from .definition import REPO, SSH_CONFIG, STATE, load
+from .vm import LabError, rel
+
+PYINFRA = REPO / ".venv" / "bin" / "pyinfra"
+PYTEST = REPO / ".venv" / "bin" / "pytest"
+INVENTORY = REPO / "inventories" / "lab.py"
+
+
+def _select(lab, names):
+    return [lab.vm(n) for n in names] if names else list(lab.vms.values())
+
+
+def up(lab=None, names=None, log=print):
+    """Build the image if needed, start the apt cache and the VMs not running yet (in parallel), wait
+    until ssh answers on each. Idempotent. A VM that fails to come up is stopped and reported (with
+    its console log); the others are left running."""
+    lab = lab or load()
+    vms = _select(lab, names)
+    t0 = time.monotonic()
+    port = int(lab.network.get("apt_cache_port", 3142))
+    guest_addr = lab.network.get("apt_cache_guest_address", "10.0.2.100")
+    image_dir = image.ensure(lab, log=log)
+    aptcache.ensure(port, log=log)
+    vmmod.ensure_key()
+    vmmod.write_ssh_config(lab)
+    vmmod.ensure_switch()
+    accel = vmmod.accel(image_dir, log=log)
+    booting = []
+    for vm in vms:
+        if vmmod.pid(vm):
+            log(f"==> {vm.name}: already running (pid {vmmod.pid(vm)})")
+            continue
+        vmmod.prepare(vm, image_dir, log=log)
+        log(f"==> {vm.name}: booting ({accel}, {vm.vcpus} vCPU, {vm.memory} MiB, {vm.drive_count} NVMe drives; "
+            f"console: {rel(vm.console_log)})")
+        try:
+            vmmod.start(vm, image_dir, accel, port, guest_addr)
+        except LabError:
+            vmmod.stop(booting, timeout=0, log=log)
+            raise
+        booting.append(vm)
+    t_boot = time.monotonic()
+    try:
+        vmmod.wait_all(vms, t_boot, log=log)
+    except LabError as e:
+        failed = [vm for vm in vms if f"{vm.name}:" in str(e).split("\n")[0] or vm.name + ": " in str(e)]
+        vmmod.stop(failed, timeout=0, log=log)
+        raise
+    if booting:
+        log(f"==> lab up: {', '.join(vm.name for vm in vms)} in {time.monotonic() - t0:.0f} s "
+            f"(boot {time.monotonic() - t_boot:.0f} s); ssh config: {rel(SSH_CONFIG)}")
+    return lab
+
+
+def down(lab=None, names=None, timeout=60, log=print):
+    """Stop VMs (all by default); safe to run any time. With all VMs, also kills any stray qemu
+    started from this checkout's .lab/ and the private network's switch."""
+    lab = lab or load()
+    vms = _select(lab, names)
+    vmmod.stop(vms, timeout=timeout, log=log)
+    if not names:
+        strays = vmmod.stray_qemus()
+        if strays:
+            log(f"==> killing stray qemu processes {strays}")
+            vmmod._kill(strays, log, "qemu")
+        vmmod.stop_switch()
+    if not any(vmmod.pid(vm) for vm in lab.vms.values()):
+        vmmod.stop_switch()
+
+
+def status(lab=None, log=print):
+    lab = lab or load()
+    img = image.path(lab)
+    log(f"image: {img if image.is_built(lab) else 'not built (' + str(img) + ')'}")
+    log(f"apt cache: {'up' if aptcache.answers(int(lab.network.get('apt_cache_port', 3142))) else 'down'} "
+        f"on 127.0.0.1:{lab.network.get('apt_cache_port', 3142)}")
+    log(f"{'VM':6} {'state':18} {'ssh':16} {'private':12} {'engine':11} {'role':8} console")
+    rows = {}
+    for vm in lab.vms.values():
+        p = vmmod.pid(vm)
+        state = f"running (pid {p})" if p else "stopped"
+        ssh = ("answers" if vmmod.ssh_answers(vm) else "no answer") if p else "-"
+        rows[vm.name] = p
+        log(f"{vm.name:6} {state:18} {'127.0.0.1:' + str(vm.ssh_port) + ' ' + ssh:16} {vm.private_address:12} "
+            f"{vm.engine:11} {vm.role:8} {rel(vm.console_log)}")
+    return rows
+
+
+def converge(lab=None, log=print):
+    """up, then pyinfra inventories/lab.py deploy.py, then the testinfra checks in tests/infra."""
+    lab = up(lab, log=log)
+    t0 = time.monotonic()
+    log(f"==> converge: {rel(PYINFRA)} -y {rel(INVENTORY)} deploy.py")
+    r = subprocess.run([str(PYINFRA), "-y", str(INVENTORY), "deploy.py"], cwd=REPO)
+    if r.returncode != 0:
+        raise LabError(f"pyinfra failed (rc {r.returncode})")
+    log(f"==> converge: pyinfra done in {time.monotonic() - t0:.0f} s")
+    tests = [p for p in (REPO / "tests" / "infra").rglob("test_*.py")]
+    if not tests:
+        log("==> checks: tests/infra has no tests yet: nothing to check (OK)")
+        return
+    hosts = ",".join(f"paramiko://{n}" for n in lab.names)
+    argv = [str(PYTEST), "-p", "no:cacheprovider", "tests/infra", f"--hosts={hosts}", f"--ssh-config={SSH_CONFIG}"]
+    log(f"==> checks: {' '.join(rel(a) if a.startswith('/') else a for a in argv)}")
+    r = subprocess.run(argv, cwd=REPO)
+    if r.returncode != 0:
+        raise LabError(f"testinfra checks failed (rc {r.returncode})")
+    log("==> checks passed")
