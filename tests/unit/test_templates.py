@@ -1,0 +1,297 @@
+"""Rendered configs are checked by the real servers: every host of the example fleets is parsed by
+mariadbd / postgres, and a lab-sized host's files start a throwaway server whose live variables are
+compared with the sized values. Needs mariadb-server and postgresql-15 (scripts/bootstrap)."""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from roles.hostdata import HostConfig
+from roles.render import render_host
+from roles.validation import load_inventory
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
+INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
+PROD = load_inventory("inventories/prod.py")
+
+
+def require(path):
+    # A missing server is a broken test machine, never a reason to skip.
+    assert os.access(path, os.X_OK), f"{path} missing: run scripts/bootstrap (mariadb-server, postgresql-15)"
+    return str(path)
+
+
+def configs(hosts: dict) -> dict:
+    cfgs = {name: HostConfig.from_data(name, data) for name, data in hosts.items()}
+    out = {}
+    for name, cfg in cfgs.items():
+        peers = [c for c in cfgs.values() if c.cluster == cfg.cluster]
+        out[name] = (cfg, cfg.sizing(), render_host(cfg, cfg.sizing(), peers))
+    return out
+
+
+def scratch_dir() -> Path:
+    # Under /tmp, owned by postgres: pytest's tmp_path is root-only, and postgres refuses root.
+    path = Path(tempfile.mkdtemp(prefix="dbzfs-test-"))
+    shutil.chown(path, "postgres", "postgres")
+    return path
+
+
+def as_postgres(*args, **kw):
+    return subprocess.run(["runuser", "-u", "postgres", "--", *args], capture_output=True,
+                          text=True, timeout=kw.pop("timeout", 120), **kw)
+
+
+# --- parse checks for every example host ---------------------------------------------------------
+
+MARIADB_HOSTS = [n for n, d in PROD.items() if d["engine"] == "mariadb"]
+PG_HOSTS = [n for n, d in PROD.items() if d["engine"] == "postgresql"]
+
+
+def mariadbd_parsed(cnf_text: str, tmp: Path) -> dict:
+    cnf = tmp / "my.cnf"
+    cnf.write_text(cnf_text)
+    result = subprocess.run([require(MARIADBD), f"--defaults-file={cnf}", "--verbose", "--help"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    bad = [line for line in result.stderr.splitlines()
+           if "ERROR" in line or ("Warning" in line and "max_open_files" not in line
+                                      and "mysql.plugin" not in line)]
+    assert not bad, bad
+    values = {}
+    in_table = False
+    for line in result.stdout.splitlines():
+        if line.startswith("-----"):
+            in_table = True
+            continue
+        if in_table and line.strip():
+            key, _, value = line.partition(" ")
+            values[key.replace("-", "_")] = value.strip()
+    return values
+
+
+@pytest.mark.parametrize("name", MARIADB_HOSTS)
+def test_my_cnf_parsed_by_mariadbd(name, tmp_path):
+    cfg, sized, files = configs(PROD)[name]
+    v = mariadbd_parsed(files["my.cnf.j2"], tmp_path)
+    assert v["innodb_doublewrite"] == "FALSE"
+    assert v["innodb_use_native_aio"] == "FALSE"
+    assert v["innodb_use_atomic_writes"] == "FALSE"
+    assert v["innodb_flush_neighbors"] == "0"
+    assert v["innodb_flush_method"] == "fsync"
+    assert v["innodb_file_per_table"] == "TRUE"
+    assert int(v["innodb_log_write_ahead_size"]) == sized.database["innodb_log_write_ahead_size"]
+    assert int(v["innodb_buffer_pool_size"]) == sized.database["innodb_buffer_pool_size"]
+    assert int(v["innodb_log_file_size"]) == sized.database["innodb_log_file_size"]
+    assert v["innodb_io_capacity"] == "1000" and v["innodb_io_capacity_max"] == "2500"
+    assert v["server_id"] == str(cfg.server_id)
+    assert v["datadir"] == "/datastore/mysql/"
+    assert v["log_bin"] == "/datastore/mysql-log/binlog/mysql-bin"
+    assert v["gtid_strict_mode"] == "TRUE"
+    assert v["read_only"] == ("TRUE" if cfg.role == "replica" else "FALSE")
+
+
+def pg_checked(conf_text: str, hba_text: str, params: list[str]) -> dict:
+    tmp = scratch_dir()
+    try:
+        conf_text = conf_text.replace("/etc/postgresql/15/main", str(tmp))
+        (tmp / "postgresql.conf").write_text(conf_text)
+        (tmp / "pg_hba.conf").write_text(hba_text)
+        (tmp / "pg_ident.conf").write_text("")
+        values = {}
+        for param in params:
+            result = as_postgres(require(PG_BIN / "postgres"), f"--config-file={tmp}/postgresql.conf",
+                                 "-C", param)
+            assert result.returncode == 0, result.stderr
+            values[param] = result.stdout.strip()
+        return values
+    finally:
+        shutil.rmtree(tmp)
+
+
+@pytest.mark.parametrize("name", PG_HOSTS)
+def test_postgresql_conf_parsed_by_postgres(name):
+    cfg, sized, files = configs(PROD)[name]
+    v = pg_checked(files["postgresql.conf.j2"], files["pg_hba.conf.j2"],
+                   ["full_page_writes", "wal_init_zero", "wal_recycle", "shared_buffers",
+                    "effective_cache_size", "work_mem", "max_connections", "wal_level",
+                    "hot_standby", "data_directory"])
+    assert v["full_page_writes"] == "off"
+    assert v["wal_init_zero"] == "off" and v["wal_recycle"] == "off"
+    # -C prints memory in the parameter's unit: 8kB pages for shared_buffers, kB for work_mem
+    assert int(v["shared_buffers"]) * 8192 == sized.database["shared_buffers"]
+    assert int(v["work_mem"]) * 1024 == sized.database["work_mem"]
+    assert int(v["effective_cache_size"]) * 8192 == sized.database["effective_cache_size"]
+    assert v["max_connections"] == "40"  # analytics workload
+    assert v["wal_level"] == "replica" and v["hot_standby"] == "on"
+    assert v["data_directory"] == "/datastore/postgresql/15/main"
+
+
+def test_pg_hba_allows_only_named_replicas():
+    _, _, files = configs(PROD)["pg01"]
+    rules = [line.split() for line in files["pg_hba.conf.j2"].splitlines()
+             if line and not line.startswith("#")]
+    replication = [r for r in rules if r[1] == "replication"]
+    assert replication == [
+        ["host", "replication", "replicator", "10.30.0.12/32", "scram-sha-256"],
+        ["host", "replication", "replicator", "10.30.0.13/32", "scram-sha-256"],
+    ]
+    assert all(r[-1] in ("peer", "scram-sha-256") for r in rules)
+    assert not any("trust" in r or "md5" in r for r in rules)
+
+
+def test_full_page_writes_stays_on_below_8k_records(fleet):
+    fleet["pg1"]["zfs_dataset_properties"] = {"datastore/postgresql": {"recordsize": "4k"}}
+    _, _, files = configs(fleet)["pg1"]
+    assert "full_page_writes = on" in files["postgresql.conf.j2"]
+
+
+def test_zfs_modprobe_conf(fleet):
+    fleet["db1"]["zfs_module_params"] = {"zfs_txg_timeout": 10}
+    for name, (cfg, sized, files) in configs(fleet).items():
+        lines = [l for l in files["zfs.conf.j2"].splitlines() if l and not l.startswith("#")]
+        assert all(re.fullmatch(r"options zfs [a-z_]+=\d+", l) for l in lines), lines
+        params = dict(l.split()[2].split("=") for l in lines)
+        assert int(params["zfs_arc_max"]) == sized.zfs["zfs_arc_max"]
+        assert ("zfs_prefetch_disable" in params) == (cfg.engine == "mariadb")
+    assert "options zfs zfs_txg_timeout=10" in configs(fleet)["db1"][2]["zfs.conf.j2"]
+
+
+def test_db_settings_override_without_duplicates(fleet):
+    fleet["db1"]["db_settings"] = {"innodb_io_capacity": 2000, "slow_query_log": "ON"}
+    fleet["pg1"]["db_settings"] = {"work_mem": "8MB", "log_min_duration_statement": 500}
+    out = configs(fleet)
+    my = out["db1"][2]["my.cnf.j2"]
+    assert len(re.findall(r"^innodb_io_capacity\s*=", my, re.M)) == 1
+    assert re.search(r"^innodb_io_capacity\s*= 2000$", my, re.M)
+    assert re.search(r"^slow_query_log\s*= ON$", my, re.M)
+    pg = out["pg1"][2]["postgresql.conf.j2"]
+    assert pg.count("\nwork_mem = ") == 1 and "work_mem = '8MB'" in pg
+    assert "log_min_duration_statement = 500" in pg
+
+
+# --- throwaway servers on a lab-sized host ------------------------------------------------------
+
+def lab_sized(fleet, name, tmp: Path) -> tuple:
+    """The fleet's host with its datasets mounted under tmp instead of /datastore."""
+    data = fleet[name]
+    engine = data["engine"]
+    data["zfs_dataset_properties"] = {
+        ds: {"mountpoint": str(tmp) + props["mountpoint"]}
+        for ds, props in data["zfs_datasets"][engine].items()
+    }
+    return configs(fleet)[name]
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.mark.parametrize("name", ["db1", "db2"])
+def test_my_cnf_runs_a_real_mariadb(fleet, name):
+    tmp = Path(tempfile.mkdtemp(prefix="dbzfs-mariadb-"))
+    server = None
+    try:
+        cfg, sized, files = lab_sized(fleet, name, tmp)
+        from roles.render import mariadb_paths
+        paths = mariadb_paths(cfg)
+        for key in ("datadir", "redo_dir", "binlog_dir", "relay_dir"):
+            Path(paths[key]).mkdir(parents=True)
+        cnf = tmp / "my.cnf"
+        cnf.write_text(files["my.cnf.j2"])
+        sock = tmp / "mysqld.sock"
+        common = [f"--defaults-file={cnf}", "--user=root"]
+        result = subprocess.run([require(INSTALL_DB), *common, "--skip-test-db",
+                                 "--auth-root-authentication-method=socket"],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+        server = subprocess.Popen([require(MARIADBD), *common, "--skip-networking",
+                                   f"--socket={sock}", f"--pid-file={tmp}/mysqld.pid",
+                                   f"--log-error={tmp}/error.log"])
+        wait_for(sock.exists, 120, f"mariadbd socket (log: {tmp}/error.log)")
+        query = subprocess.run(["mariadb", "--no-defaults", f"--socket={sock}", "-uroot", "-N",
+                                "-B", "-e", "SHOW GLOBAL VARIABLES"],
+                               capture_output=True, text=True, timeout=60)
+        assert query.returncode == 0, query.stderr
+        v = dict(line.split("\t", 1) for line in query.stdout.splitlines() if "\t" in line)
+        assert v["innodb_doublewrite"] == "OFF"
+        assert v["innodb_use_native_aio"] == "OFF"
+        assert v["innodb_flush_neighbors"] == "0"
+        assert v["innodb_flush_method"] == "fsync"
+        assert v["innodb_log_write_ahead_size"] == "4096"
+        assert int(v["innodb_buffer_pool_size"]) == sized.database["innodb_buffer_pool_size"]
+        assert int(v["innodb_io_capacity"]) == sized.database["innodb_io_capacity"]
+        assert v["innodb_log_group_home_dir"] == paths["redo_dir"]
+        assert v["log_bin"] == "ON" and v["gtid_strict_mode"] == "ON"
+        assert v["server_id"] == str(cfg.server_id)
+        assert v["read_only"] == ("ON" if cfg.role == "replica" else "OFF")
+        assert any(p.name.startswith("mysql-bin.") for p in Path(paths["binlog_dir"]).iterdir())
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=120)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", ["pg1", "pg2"])
+def test_postgresql_conf_runs_a_real_postgres(fleet, name):
+    tmp = scratch_dir()
+    started = False
+    try:
+        cfg, sized, files = lab_sized(fleet, name, tmp)
+        from roles.render import postgresql_paths
+        paths = postgresql_paths(cfg)
+        etc, run = tmp / "etc", tmp / "run"
+        for d in (etc, run, Path(paths["data_directory"]).parent, Path(paths["wal_directory"]).parent):
+            d.mkdir(parents=True, exist_ok=True)
+            shutil.chown(d, "postgres", "postgres")
+        conf = files["postgresql.conf.j2"].replace("/etc/postgresql/15/main", str(etc))
+        conf = conf.replace("/var/run/postgresql", str(run))
+        (etc / "postgresql.conf").write_text(conf)
+        (etc / "pg_hba.conf").write_text(files["pg_hba.conf.j2"])
+        (etc / "pg_ident.conf").write_text("")
+        init = as_postgres(require(PG_BIN / "initdb"), "-D", paths["data_directory"],
+                           f"--waldir={paths['wal_directory']}", "--auth-local=peer",
+                           "--auth-host=scram-sha-256", "-U", "postgres", timeout=300)
+        assert init.returncode == 0, init.stderr
+        # The lab address does not exist on this machine: listen on the socket only.
+        start = as_postgres(require(PG_BIN / "pg_ctl"), "-D", paths["data_directory"], "-w",
+                            "-t", "120", "-l", f"{tmp}/server.log", "-o",
+                            f"-c config_file={etc}/postgresql.conf -c listen_addresses=''", "start")
+        assert start.returncode == 0, start.stdout + start.stderr + (tmp / "server.log").read_text()
+        started = True
+
+        def show(sql):
+            r = as_postgres("psql", "-h", str(run), "-U", "postgres", "-AtXc", sql)
+            assert r.returncode == 0, r.stderr
+            return r.stdout.strip()
+
+        assert show("SHOW full_page_writes") == "off"
+        assert show("SHOW wal_init_zero") == "off"
+        assert show("SHOW wal_recycle") == "off"
+        assert show("SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'") \
+            == str(sized.database["shared_buffers"])
+        assert show("SELECT setting::bigint * 1024 FROM pg_settings WHERE name = 'work_mem'") \
+            == str(sized.database["work_mem"])
+        assert show("SHOW data_directory") == paths["data_directory"]
+        assert show("SHOW wal_level") == "replica"
+        assert show("SELECT count(*) FROM pg_hba_file_rules WHERE error IS NOT NULL") == "0"
+        assert show("SELECT count(*) FROM pg_settings WHERE pending_restart") == "0"
+        assert os.readlink(Path(paths["data_directory"]) / "pg_wal") == paths["wal_directory"]
+    finally:
+        if started:
+            as_postgres(str(PG_BIN / "pg_ctl"), "-D", paths["data_directory"], "-m", "immediate",
+                        "-w", "stop")
+        shutil.rmtree(tmp, ignore_errors=True)
