@@ -1,0 +1,197 @@
+"""Normalise ZFS property values so a declared value compares equal to what ZFS reports.
+
+The facts read properties with `zfs get -H -p` / `zpool get -H -p`, so sizes come back as bytes
+("16384"), while data declares them the way people write them ("16k", "16K", "16KiB"). Index
+properties come back in ZFS's canonical spelling ("posix" for "posixacl", "zstd" for "zstd-3"
+is NOT rewritten by ZFS, so both spellings are mapped to one form here).
+
+`normalise(prop, value)` is the single entry point; two values are the same setting when their
+normalised forms are equal.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Properties holding a byte count; `-p` reports them as plain integers.
+SIZE_PROPERTIES = frozenset(
+    {
+        "recordsize",
+        "volblocksize",
+        "volsize",
+        "quota",
+        "refquota",
+        "reservation",
+        "refreservation",
+        "special_small_blocks",
+        "dedup_table_quota",
+    }
+)
+
+# Size properties where ZFS reports 0 for "none".
+NONE_IS_ZERO = frozenset({"quota", "refquota", "reservation", "refreservation"})
+
+# Count limits: `-p` reports "none" as UINT64_MAX.
+UINT64_MAX = str(2**64 - 1)
+COUNT_LIMIT_PROPERTIES = frozenset({"filesystem_limit", "snapshot_limit"})
+
+ON_OFF_PROPERTIES = frozenset(
+    {
+        # datasets
+        "atime",
+        "relatime",
+        "devices",
+        "exec",
+        "setuid",
+        "readonly",
+        "zoned",
+        "vscan",
+        "nbmand",
+        "overlay",
+        "utf8only",
+        "jailed",
+        "longname",
+        # pools
+        "autoreplace",
+        "autotrim",
+        "autoexpand",
+        "delegation",
+        "listsnapshots",
+        "multihost",
+    }
+)
+
+# Aliases ZFS accepts on `set` but reports under another name.
+INDEX_ALIASES = {
+    "acltype": {"posixacl": "posix", "noacl": "off"},
+    "compression": {"gzip-6": "gzip", "zstd-3": "zstd", "zstd-fast-1": "zstd-fast"},
+}
+
+# Only settable when the dataset is created (or through `zfs change-key` for the key ones).
+CREATE_ONLY_PROPERTIES = frozenset(
+    {
+        "casesensitivity",
+        "normalization",
+        "utf8only",
+        "volblocksize",
+        "encryption",
+        "keyformat",
+        "pbkdf2iters",
+    }
+)
+
+# Statistics and identifiers: never settable.
+READ_ONLY_PROPERTIES = frozenset(
+    {
+        "type",
+        "creation",
+        "used",
+        "available",
+        "referenced",
+        "compressratio",
+        "refcompressratio",
+        "mounted",
+        "origin",
+        "guid",
+        "createtxg",
+        "objsetid",
+        "written",
+        "logicalused",
+        "logicalreferenced",
+        "usedbysnapshots",
+        "usedbydataset",
+        "usedbychildren",
+        "usedbyrefreservation",
+        "encryptionroot",
+        "keystatus",
+        # pools
+        "size",
+        "capacity",
+        "health",
+        "free",
+        "allocated",
+        "fragmentation",
+        "freeing",
+        "leaked",
+        "expandsize",
+        "checkpoint",
+        "load_guid",
+        "dedupratio",
+    }
+)
+
+_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgtpe]?)(?:i?b)?$", re.IGNORECASE)
+_SIZE_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50, "e": 60}
+
+
+def parse_size(value) -> int | None:
+    """Bytes for a ZFS size ("16k", "16K", "16KiB", "1.5M", 16384), None if not a size.
+
+    ZFS suffixes are always binary (k = 1024), as in zfs_nicestrtonum.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    match = _SIZE_RE.match(str(value).strip())
+    if not match:
+        return None
+    number, suffix = match.groups()
+    return int(float(number) * (1 << _SIZE_SHIFT[suffix.lower()]))
+
+
+def _on_off(value) -> str:
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    text = str(value).strip().lower()
+    return {"yes": "on", "true": "on", "1": "on", "no": "off", "false": "off", "0": "off"}.get(
+        text, text
+    )
+
+
+def _mountpoint(value) -> str:
+    text = str(value).strip()
+    if not text.startswith("/"):
+        return text.lower()  # none, legacy
+    text = re.sub(r"/+", "/", text)
+    return text.rstrip("/") or "/"
+
+
+def normalise(prop: str, value) -> str:
+    """Canonical string for `value` of property `prop` (ZFS or data spelling)."""
+    if prop == "mountpoint":
+        return _mountpoint(value)
+    if ":" in prop:  # user property: free text, compared as is
+        return str(value)
+
+    if prop in SIZE_PROPERTIES:
+        text = str(value).strip().lower()
+        if prop in NONE_IS_ZERO and text == "none":
+            return "0"
+        size = parse_size(value)
+        return str(size) if size is not None else text
+
+    if prop in COUNT_LIMIT_PROPERTIES:
+        text = str(value).strip().lower()
+        return UINT64_MAX if text == "none" else text
+
+    if prop in ON_OFF_PROPERTIES:
+        return _on_off(value)
+
+    text = _on_off(value) if isinstance(value, bool) else str(value).strip().lower()
+    return INDEX_ALIASES.get(prop, {}).get(text, text)
+
+
+def same_value(prop: str, wanted, current) -> bool:
+    return current is not None and normalise(prop, wanted) == normalise(prop, current)
+
+
+def format_value(value) -> str:
+    """A data value as it goes on a `zfs set` / `zpool set` command line."""
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return str(value)
