@@ -1,0 +1,346 @@
+"""
+Facts about ZFS pools, datasets and module parameters that pyinfra.facts.zfs does not cover.
+
+Every fact here succeeds (returns its default) when the pool / dataset does not exist, so a first
+run on a bare host can plan its changes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from typing_extensions import override
+
+from pyinfra.api import FactBase, QuoteString, StringCommand
+
+# Top-level vdev groups `zpool status` prints at the pool's own depth.
+SECTIONS = ("logs", "cache", "spares", "special", "dedup")
+
+# Interior vdevs that stand for one slot of their parent during a spare takeover or a replace.
+_SLOT_RE = re.compile(r"^(spare|replacing)-\d+$")
+_TOP_VDEV_RE = re.compile(r"^(mirror|raidz[123]?|draid[123]?(?::\S+)?|indirect)-\d+$")
+_WHOLE_DISK_PART_RE = re.compile(r"-part1$")
+
+
+def _props_table(output, with_name: bool) -> dict:
+    """Rows of `zpool/zfs get -H -p -o [name,]property,value,source` -> nested dict."""
+    data: dict = {}
+    for line in output:
+        fields = line.split("\t")
+        if with_name:
+            if len(fields) != 4:
+                continue
+            name, prop, value, source = fields
+            data.setdefault(name, {})[prop] = {"value": value, "source": source}
+        else:
+            if len(fields) != 3:
+                continue
+            prop, value, source = fields
+            data[prop] = {"value": value, "source": source}
+    return data
+
+
+def disk_of(path: str) -> str:
+    """The drive a vdev path stands for.
+
+    Given a whole disk, ZFS on Linux partitions it (part1 data, part9 reserved) and records
+    `<by-id>-part1`; `zpool status -P` prints that partition path.
+    """
+    return _WHOLE_DISK_PART_RE.sub("", path)
+
+
+def _leaf(name: str, state: str, extra: str) -> dict:
+    # A device ZFS cannot open is printed by guid, with its last known path after "was".
+    match = re.search(r"\bwas (\S+)", extra)
+    path = match.group(1) if match else name
+    return {"path": path, "disk": disk_of(path), "state": state, "note": extra}
+
+
+class ZpoolTopology(FactBase):
+    """
+    Returns the vdev layout of a pool from ``zpool status -P``, or ``None`` when the pool is
+    not imported.
+
+    .. code:: python
+
+        {
+            "name": "dbpool",
+            "state": "ONLINE",
+            "vdevs": [
+                {
+                    "name": "mirror-0",
+                    "type": "mirror",
+                    "state": "ONLINE",
+                    "devices": [
+                        {
+                            "path": "/dev/disk/by-id/nvme-A-part1",
+                            "disk": "/dev/disk/by-id/nvme-A",
+                            "state": "ONLINE",
+                            "note": "",
+                            # only while a spare or a new disk stands in for it:
+                            "replaced_by": [{"path": ..., "disk": ..., "state": ...}],
+                        },
+                    ],
+                },
+            ],
+            "spares": [{"path": ..., "disk": ..., "state": "AVAIL", "note": ""}],
+            "logs": [], "cache": [], "special": [], "dedup": [],
+        }
+    """
+
+    @override
+    def requires_command(self, pool) -> str:
+        return "zpool"
+
+    @override
+    def command(self, pool) -> StringCommand:
+        # Not -L: it resolves the by-id links the pool was created with to /dev/nvmeXnY.
+        return StringCommand(
+            "if zpool list -H -o name",
+            QuoteString(pool),
+            ">/dev/null 2>&1; then zpool status -P",
+            QuoteString(pool),
+            "; fi",
+        )
+
+    @override
+    def process(self, output):
+        pool: dict = {
+            "name": None,
+            "state": None,
+            "vdevs": [],
+            **{section: [] for section in SECTIONS},
+        }
+        in_config = False
+        section = "vdevs"
+        top: dict | None = None  # current top-level vdev
+        slot: dict | None = None  # current spare-N / replacing-N device
+        slot_depth = 0
+
+        for line in output:
+            if line.startswith("  pool: "):
+                pool["name"] = line.split(":", 1)[1].strip()
+                continue
+            if line.startswith(" state: "):
+                pool["state"] = line.split(":", 1)[1].strip()
+                continue
+            if line.startswith("config:"):
+                in_config = True
+                continue
+            if line.startswith("errors:"):
+                in_config = False
+                continue
+            if not in_config or not line.startswith("\t") or not line.strip():
+                continue
+
+            body = line[1:]
+            depth = (len(body) - len(body.lstrip(" "))) // 2
+            fields = body.split()
+            name = fields[0]
+            state = fields[1] if len(fields) > 1 else ""
+            # READ WRITE CKSUM follow the state, except on spares; anything after is a note.
+            rest = fields[5:] if section != "spares" else fields[2:]
+            extra = " ".join(rest)
+
+            if name == "NAME":
+                continue
+            if depth == 0:
+                section = name if name in SECTIONS else "vdevs"
+                top = None
+                continue
+
+            if depth == 1:
+                slot = None
+                if section == "spares":
+                    pool["spares"].append(_leaf(name, state, extra))
+                    continue
+                match = _TOP_VDEV_RE.match(name)
+                if match:
+                    vdev_type = match.group(1).split(":")[0]
+                    vdev_type = "raidz1" if vdev_type == "raidz" else vdev_type
+                    top = {"name": name, "type": vdev_type, "state": state, "devices": []}
+                else:
+                    # A single-disk top-level vdev.
+                    top = {"name": name, "type": "disk", "state": state, "devices": []}
+                    top["devices"].append(_leaf(name, state, extra))
+                pool[section].append(top)
+                continue
+
+            if top is None:
+                continue
+
+            if _SLOT_RE.match(name):
+                slot = {"slot": name, "state": state}
+                slot_depth = depth
+                continue
+
+            if slot is not None and depth > slot_depth:
+                device = _leaf(name, state, extra)
+                if "device" not in slot:
+                    # The first child of spare-N / replacing-N is the original disk.
+                    device["replaced_by"] = []
+                    device["slot"] = slot["slot"]
+                    slot["device"] = device
+                    top["devices"].append(device)
+                else:
+                    slot["device"]["replaced_by"].append(device)
+                continue
+
+            slot = None
+            top["devices"].append(_leaf(name, state, extra))
+
+        if pool["name"] is None:
+            return None
+        return pool
+
+
+class ZpoolProperties(FactBase):
+    """
+    Returns a pool's properties with their sources from ``zpool get -H -p``, or ``None`` when
+    the pool is not imported. Sizes and percentages are plain numbers (``capacity`` is ``"37"``).
+
+    .. code:: python
+
+        {
+            "ashift": {"value": "12", "source": "local"},
+            "autotrim": {"value": "on", "source": "local"},
+            "capacity": {"value": "37", "source": "-"},
+            "health": {"value": "ONLINE", "source": "-"},
+        }
+    """
+
+    @override
+    def requires_command(self, pool) -> str:
+        return "zpool"
+
+    @override
+    def command(self, pool) -> StringCommand:
+        return StringCommand(
+            "if zpool list -H -o name",
+            QuoteString(pool),
+            ">/dev/null 2>&1; then zpool get -H -p -o property,value,source all",
+            QuoteString(pool),
+            "; fi",
+        )
+
+    @override
+    def process(self, output):
+        return _props_table(output, with_name=False) or None
+
+
+class ZfsDatasetProperties(FactBase):
+    """
+    Returns the properties and their sources of the named datasets (and their descendants with
+    ``recursive=True``) from ``zfs get -H -p``. Datasets that do not exist are left out.
+
+    .. code:: python
+
+        {
+            "dbpool/datastore": {
+                "recordsize": {"value": "131072", "source": "local"},
+                "compression": {"value": "lz4", "source": "local"},
+                "atime": {"value": "on", "source": "default"},
+            },
+            "dbpool/datastore/mysql": {
+                "compression": {"value": "lz4", "source": "inherited from dbpool/datastore"},
+            },
+        }
+    """
+
+    default = dict
+
+    @override
+    def requires_command(self, datasets, recursive=False) -> str:
+        return "zfs"
+
+    @override
+    def command(self, datasets, recursive=False) -> StringCommand:
+        if isinstance(datasets, str):
+            datasets = [datasets]
+        bits: list = ["zfs get -H -p -o name,property,value,source"]
+        if recursive:
+            bits.append("-r")
+        bits.append("all")
+        bits += [QuoteString(dataset) for dataset in datasets]
+        # zfs get prints the datasets it found and exits 1 naming those it did not.
+        bits.append("|| true")
+        return StringCommand(*bits)
+
+    @override
+    def process(self, output):
+        return _props_table(output, with_name=True)
+
+
+MODPROBE_CONF = "/etc/modprobe.d/zfs.conf"
+_PARAMETER_NAME_RE = re.compile(r"^[a-z0-9_]+$")
+
+
+def parse_modprobe_options(lines, module: str = "zfs") -> dict[str, str]:
+    """`options zfs k=v k2=v2` lines -> {k: v}; later lines win, as for modprobe."""
+    params: dict[str, str] = {}
+    for line in lines:
+        fields = line.split("#", 1)[0].split()
+        if len(fields) < 2 or fields[0] != "options" or fields[1] != module:
+            continue
+        for option in fields[2:]:
+            key, _, value = option.partition("=")
+            params[key] = value
+    return params
+
+
+class ZfsModuleParameters(FactBase):
+    """
+    Returns the live values of ZFS module parameters (``/sys/module/zfs/parameters``) and the
+    ones persisted in ``/etc/modprobe.d/zfs.conf``. A live value is ``None`` when the module is
+    not loaded or has no such parameter; ``conf`` is ``None`` when the file does not exist.
+
+    .. code:: python
+
+        {
+            "live": {"zfs_arc_max": "0", "zfs_prefetch_disable": "0"},
+            "persisted": {"zfs_arc_max": "8589934592"},
+            "conf": "options zfs zfs_arc_max=8589934592\\n",
+        }
+    """
+
+    @override
+    def command(self, names, path=MODPROBE_CONF) -> StringCommand:
+        for name in names:
+            if not _PARAMETER_NAME_RE.match(name):
+                raise ValueError(f"not a ZFS module parameter name: {name!r}")
+        self._names = list(names)
+        bits: list = ["for p in", *names, "; do"]
+        bits += [
+            "f=/sys/module/zfs/parameters/$p;",
+            'if [ -r "$f" ]; then printf \'@param %s %s\\n\' "$p" "$(cat "$f")";',
+            "fi; done;",
+            "if [ -f",
+            QuoteString(path),
+            "]; then echo @conf; cat",
+            QuoteString(path),
+            "; fi",
+        ]
+        return StringCommand(*bits)
+
+    @override
+    def process(self, output):
+        live: dict = {name: None for name in getattr(self, "_names", [])}
+        conf_lines: list[str] | None = None
+        for line in output:
+            if conf_lines is not None:
+                conf_lines.append(line)
+            elif line.startswith("@param "):
+                _, name, *value = line.split(" ", 2)
+                live[name] = value[0].strip() if value else ""
+            elif line == "@conf":
+                conf_lines = []
+        return {
+            "live": live,
+            "persisted": parse_modprobe_options(conf_lines or []),
+            "conf": None if conf_lines is None else "".join(f"{line}\n" for line in conf_lines),
+        }
+
+    @staticmethod
+    @override
+    def default():
+        return {"live": {}, "persisted": {}, "conf": None}

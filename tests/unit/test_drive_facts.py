@@ -1,0 +1,175 @@
+from roles.facts.drives import DrivesByPattern, DriveState, natural_key
+
+from tests.unit.fact_stubs import fixture_lines
+
+INTEL = "/dev/disk/by-id/nvme-INTEL_SSDPE2KE064T8_PHLN"
+BOOT = "/dev/disk/by-id/nvme-SAMSUNG_MZ1L2960HCJR-00A07_S665NE0T100001"
+
+
+def intel(n, suffix=""):
+    return f"{INTEL}{n:04d}00V6P4BGN{suffix}"
+
+
+def drives_by_pattern(pattern):
+    fact = DrivesByPattern()
+    fact.command(pattern=pattern)
+    return fact.process(fixture_lines("drives/by_id_listing.txt"))
+
+
+def test_pattern_keeps_whole_drives_in_natural_order():
+    assert drives_by_pattern("nvme-INTEL_SSDPE2KE064T8_*") == [
+        intel(1),
+        intel(2),
+        intel(3),
+        intel(10),
+        intel(11),
+    ]
+
+
+def test_pattern_accepts_a_full_by_id_path():
+    assert drives_by_pattern("/dev/disk/by-id/nvme-SAMSUNG_*") == [BOOT]
+
+
+def test_pattern_drops_eui_aliases_unless_asked_for():
+    eui = drives_by_pattern("nvme-eui.*")
+    assert len(eui) == 6
+    assert all("/nvme-eui." in path for path in eui)
+
+
+def test_pattern_without_match_is_empty():
+    assert drives_by_pattern("nvme-MICRON_*") == []
+
+
+def test_pattern_command_lists_by_id_with_targets():
+    command = str(DrivesByPattern().command(pattern="nvme-X_*"))
+    assert command.startswith("for f in /dev/disk/by-id/*; do")
+    assert 'readlink -f "$f"' in command
+
+
+def test_natural_key():
+    assert sorted(["d10", "d9", "d1"], key=natural_key) == ["d1", "d9", "d10"]
+
+
+def drive_states():
+    return DriveState().process(fixture_lines("drives/drive_state_output.txt"))
+
+
+def test_drive_state_command_quotes_paths_and_probes_partitions():
+    command = str(DriveState().command(paths=[intel(1), "/dev/disk/by-id/nvme-it's"]))
+    assert f"for p in {intel(1)} '/dev/disk/by-id/nvme-it'\"'\"'s' ; do" in command
+    assert "lsblk -J -p -o NAME,TYPE,FSTYPE,PTTYPE,MOUNTPOINTS" in command
+    assert 'blkid -p -o export "$x"' in command
+    assert 'zdb -l "$x"' in command
+    assert command.endswith("done; done; true")
+
+
+def test_blank_drive():
+    state = drive_states()[intel(1)]
+    assert state == {
+        "path": intel(1),
+        "exists": True,
+        "device": "/dev/nvme1n1",
+        "kernel_name": "nvme1n1",
+        "whole_disk": True,
+        "nvme_namespace": True,
+        "partition_table": None,
+        "partitions": [],
+        "signatures": [],
+        "zfs_labels": [],
+        "mounts": [],
+        "holders": [],
+    }
+
+
+def test_drive_with_ext4():
+    state = drive_states()[intel(2)]
+    assert state["signatures"] == [
+        {
+            "device": "/dev/nvme2n1",
+            "type": "ext4",
+            "label": None,
+            "uuid": "2f1b8a9e-4c3d-4e5f-9a8b-7c6d5e4f3a21",
+        }
+    ]
+    assert state["partition_table"] is None
+    assert state["zfs_labels"] == []
+
+
+def test_drive_of_exported_foreign_pool():
+    state = drive_states()[intel(3)]
+    assert state["partition_table"] == "gpt"
+    assert state["partitions"] == ["/dev/nvme3n1p1", "/dev/nvme3n1p9"]
+    assert state["signatures"] == []
+    # blkid names the pool; zdb adds the label state.
+    assert state["zfs_labels"] == [
+        {
+            "device": "/dev/nvme3n1p1",
+            "pool": "oldtank",
+            "pool_guid": "16433306536254417230",
+            "state": "exported",
+            "source": "blkid",
+        }
+    ]
+
+
+def test_spare_label_only_zdb_sees():
+    state = drive_states()[intel(4)]
+    assert state["zfs_labels"] == [
+        {
+            "device": "/dev/nvme4n1p1",
+            "pool": None,
+            "pool_guid": None,
+            "state": "spare",
+            "source": "zdb",
+        }
+    ]
+
+
+def test_boot_disk():
+    state = drive_states()[BOOT]
+    assert state["mounts"] == ["/boot/efi", "/", "[SWAP]"]
+    assert state["partitions"] == ["/dev/nvme0n1p1", "/dev/nvme0n1p2", "/dev/nvme0n1p3"]
+    assert [s["type"] for s in state["signatures"]] == ["vfat", "ext4", "swap"]
+    assert state["holders"] == []
+
+
+def test_missing_drive():
+    state = drive_states()[intel(6)]
+    assert state["exists"] is False
+    assert state["device"] is None
+
+
+def test_partition_given_instead_of_drive():
+    state = drive_states()[intel(7, "-part1")]
+    assert state["exists"] is True
+    assert state["whole_disk"] is False
+    assert state["nvme_namespace"] is False
+    assert state["kernel_name"] == "nvme7n1p1"
+
+
+def test_ambivalent_probe_is_a_signature():
+    state = drive_states()[intel(8)]
+    assert [s["type"] for s in state["signatures"]] == ["several signatures"]
+
+
+def test_lvm_holder_and_legacy_mountpoint_column():
+    fact = DriveState()
+    output = [
+        f"@drive {intel(9)}",
+        "@device /dev/nvme9n1",
+        "@sysblock",
+        "@lsblk",
+        '{"blockdevices": [{"name": "/dev/nvme9n1", "type": "disk", "fstype": "LVM2_member",'
+        ' "pttype": null, "mountpoint": null, "children": [{"name": "/dev/mapper/vg0-data",'
+        ' "type": "lvm", "fstype": "xfs", "pttype": null, "mountpoint": "/srv"}]}]}',
+        "@blkid /dev/nvme9n1",
+        "DEVNAME=/dev/nvme9n1",
+        "UUID=wCBeLJ-3ors-t60q-f4sB-2Mhc-eLvN-DZ9s9v",
+        "VERSION=LVM2 001",
+        "TYPE=LVM2_member",
+        "USAGE=raid",
+    ]
+    state = fact.process(output)[intel(9)]
+    assert state["holders"] == ["/dev/mapper/vg0-data"]
+    assert state["mounts"] == ["/srv"]
+    assert [s["type"] for s in state["signatures"]] == ["LVM2_member"]
