@@ -81,8 +81,11 @@ def _parse_blkid_export(lines) -> dict:
             values["AMBIVALENT"] = "yes"
             continue
         key, sep, value = line.partition("=")
-        if sep:
+        if sep and " " not in key:
             values[key.strip()] = value.strip()
+        elif line.strip():
+            # "blkid: error: /dev/nvme1n1: Permission denied", "sh: blkid: not found"...
+            values["ERROR"] = line.strip()
     return values
 
 
@@ -123,6 +126,7 @@ def _new_drive(path: str) -> dict:
         "zfs_labels": [],
         "mounts": [],
         "holders": [],
+        "probe_errors": [],
     }
 
 
@@ -140,6 +144,7 @@ class DriveState(FactBase):
       (TYPE=zfs_member) or ``zdb -l`` where zdb exists (blkid misses some spare labels)
     + mounts: mountpoints on the drive or anything built on it (``lsblk``), "[SWAP]" for swap
     + holders: devices built on it other than partitions (LVM, md, dm-crypt)
+    + probe_errors: blkid errors (e.g. not run as root): the drive's content is unknown
 
     .. code:: python
 
@@ -149,7 +154,7 @@ class DriveState(FactBase):
                 "device": "/dev/nvme1n1", "kernel_name": "nvme1n1",
                 "whole_disk": True, "nvme_namespace": True,
                 "partition_table": None, "partitions": [], "signatures": [],
-                "zfs_labels": [], "mounts": [], "holders": [],
+                "zfs_labels": [], "mounts": [], "holders": [], "probe_errors": [],
             },
         }
     """
@@ -253,6 +258,8 @@ def _apply_blkid(drive: dict, device: str, values: dict) -> None:
         drive["partitions"].append(device)
     if values.get("PTTYPE") and device == drive["device"]:
         drive["partition_table"] = values["PTTYPE"]
+    if values.get("ERROR"):
+        drive["probe_errors"].append(values["ERROR"])
     if values.get("AMBIVALENT"):
         drive["signatures"].append(
             {"device": device, "type": "several signatures", "label": None, "uuid": None}

@@ -78,6 +78,7 @@ def test_blank_drive():
         "zfs_labels": [],
         "mounts": [],
         "holders": [],
+        "probe_errors": [],
     }
 
 
@@ -173,3 +174,22 @@ def test_lvm_holder_and_legacy_mountpoint_column():
     assert state["holders"] == ["/dev/mapper/vg0-data"]
     assert state["mounts"] == ["/srv"]
     assert [s["type"] for s in state["signatures"]] == ["LVM2_member"]
+
+
+def test_blkid_error_is_kept_not_taken_for_blank():
+    output = [
+        f"@drive {intel(1)}",
+        "@device /dev/nvme1n1",
+        "@sysblock",
+        "@blkid /dev/nvme1n1",
+        "blkid: error: /dev/nvme1n1: Permission denied",
+    ]
+    state = DriveState().process(output)[intel(1)]
+    assert state["probe_errors"] == ["blkid: error: /dev/nvme1n1: Permission denied"]
+    assert state["signatures"] == []
+
+
+def test_missing_blkid_is_an_error():
+    output = [f"@drive {intel(1)}", "@device /dev/nvme1n1", "@sysblock",
+              "@blkid /dev/nvme1n1", "sh: 1: blkid: not found"]
+    assert DriveState().process(output)[intel(1)]["probe_errors"] == ["sh: 1: blkid: not found"]

@@ -1,0 +1,322 @@
+"""
+Create a ZFS pool with a declared vdev layout, and keep its settable properties as declared.
+
+An existing pool is never destroyed, re-created or re-shaped: a layout that differs from the
+declared one stops the deploy with the difference spelled out.
+"""
+
+from __future__ import annotations
+
+from pyinfra import host, logger
+from pyinfra.api import OperationError, OperationValueError, QuoteString, StringCommand, operation
+
+from roles.facts.drives import BY_ID, DriveState
+from roles.facts.zfs import SECTIONS, ZpoolProperties, ZpoolTopology
+from roles.zfs_properties import READ_ONLY_PROPERTIES, format_value, same_value
+
+HEALTHY_STATES = ("ONLINE",)
+HEALTHY_SPARE_STATES = ("AVAIL",)
+
+
+@operation()
+def pool(
+    pool_name,
+    vdevs,
+    spares=(),
+    ashift=12,
+    properties=None,
+    wipe=(),
+    require_nvme=True,
+):
+    """
+    Create a pool of striped vdevs from /dev/disk/by-id paths, or check an existing one.
+
+    + pool_name: name of the pool
+    + vdevs: one list of by-id paths per vdev; two or more paths make a mirror (mirror width is
+      the list length), a single path a plain disk vdev
+    + spares: by-id paths of hot spares
+    + ashift: the pool's ashift; an existing pool with another ashift is an error
+    + properties: pool properties, e.g. ``{"autoreplace": "on", "autotrim": "on"}``; set at
+      creation and corrected with ``zpool set`` afterwards
+    + wipe: by-id paths this host may wipe before creating the pool (explicit opt-in)
+    + require_nvme: refuse drives that are not whole NVMe namespaces
+
+    Before creating a pool every drive is checked: it must exist, be a whole disk (an NVMe
+    namespace), not be mounted or used by LVM/md, and hold no partition table, filesystem
+    signature or ZFS label unless it is listed in ``wipe``. Any problem raises
+    ``OperationError`` before a single command is yielded.
+
+    **Example:**
+
+    .. code:: python
+
+        zpool.pool(
+            "dbpool",
+            vdevs=[[by_id("A"), by_id("B")], [by_id("C"), by_id("D")]],
+            spares=[by_id("E")],
+            ashift=12,
+            properties={"autoreplace": "on", "autotrim": "on"},
+        )
+    """
+
+    properties = dict(properties or {})
+    vdevs = [list(vdev) for vdev in vdevs]
+    spares = list(spares)
+    _check_arguments(pool_name, vdevs, spares, properties)
+
+    topology = host.get_fact(ZpoolTopology, pool=pool_name)
+
+    if topology is None:
+        yield from _create_pool(
+            pool_name, vdevs, spares, ashift, properties, set(wipe), require_nvme
+        )
+        return
+
+    pool_properties = host.get_fact(ZpoolProperties, pool=pool_name) or {}
+
+    differences = layout_differences(topology, vdevs, spares)
+    live_ashift = pool_properties.get("ashift", {}).get("value")
+    if live_ashift is not None and live_ashift != str(ashift):
+        differences.append(f"ashift is {live_ashift}, declared {ashift}")
+    if differences:
+        raise OperationError(
+            f"pool {pool_name} differs from its declared layout; it is left as it is "
+            "(never destroyed or re-created). Fix the pool by hand or the host's drive data "
+            "(e.g. after a drive replacement):\n  - " + "\n  - ".join(differences),
+        )
+
+    for problem in health_problems(topology):
+        logger.warning(f"{host.print_prefix}pool {pool_name} is {topology['state']}: {problem}")
+
+    changed = False
+    for prop, wanted in properties.items():
+        current = pool_properties.get(prop, {}).get("value")
+        if same_value(prop, wanted, current):
+            continue
+        changed = True
+        yield StringCommand(
+            "zpool set",
+            QuoteString(f"{prop}={format_value(wanted)}"),
+            QuoteString(pool_name),
+        )
+
+    if not changed:
+        host.noop(f"pool {pool_name} has the declared layout and properties")
+
+
+def _check_arguments(pool_name, vdevs, spares, properties) -> None:
+    if not vdevs or any(not vdev for vdev in vdevs):
+        raise OperationValueError(f"pool {pool_name}: every vdev needs at least one drive")
+    drives = [drive for vdev in vdevs for drive in vdev] + spares
+    not_by_id = [drive for drive in drives if not drive.startswith(BY_ID + "/")]
+    if not_by_id:
+        raise OperationValueError(
+            f"pool {pool_name}: drives must be {BY_ID} paths, got: {', '.join(not_by_id)}"
+        )
+    duplicates = sorted({drive for drive in drives if drives.count(drive) > 1})
+    if duplicates:
+        raise OperationValueError(
+            f"pool {pool_name}: drives listed more than once: {', '.join(duplicates)}"
+        )
+    bad = sorted(set(properties) & (READ_ONLY_PROPERTIES | {"ashift"}))
+    if bad:
+        raise OperationValueError(
+            f"pool {pool_name}: not settable through properties: {', '.join(bad)}"
+        )
+
+
+def _create_pool(pool_name, vdevs, spares, ashift, properties, wipe, require_nvme):
+    drives = [drive for vdev in vdevs for drive in vdev] + spares
+    states = host.get_fact(DriveState, paths=drives) or {}
+
+    problems = []
+    for drive in drives:
+        problems += drive_problems(
+            states.get(drive), drive, pool_name, drive in wipe, require_nvme
+        )
+    if problems:
+        raise OperationError(
+            f"refusing to create pool {pool_name}; no drive was changed:\n  - "
+            + "\n  - ".join(problems),
+        )
+
+    for drive in drives:
+        if drive in wipe and holds_data(states[drive]):
+            yield from wipe_commands(states[drive])
+    if any(drive in wipe and holds_data(states[drive]) for drive in drives):
+        # by-id -partN links of the wiped partitions must be gone before zpool create.
+        yield "udevadm settle"
+
+    bits: list = ["zpool create", "-o", QuoteString(f"ashift={ashift}")]
+    for prop, value in properties.items():
+        bits += ["-o", QuoteString(f"{prop}={format_value(value)}")]
+    bits.append(QuoteString(pool_name))
+    for vdev in vdevs:
+        if len(vdev) > 1:
+            bits.append("mirror")
+        bits += [QuoteString(drive) for drive in vdev]
+    if spares:
+        bits.append("spare")
+        bits += [QuoteString(drive) for drive in spares]
+    yield StringCommand(*bits)
+
+
+def holds_data(state: dict) -> bool:
+    return bool(state["partition_table"] or state["signatures"] or state["zfs_labels"])
+
+
+def drive_problems(state, path, pool_name, may_wipe, require_nvme) -> list[str]:
+    """Why `path` cannot go into a new pool; data findings are waived by `may_wipe`."""
+    if not state or not state["exists"]:
+        return [f"drive {path} does not exist on this host"]
+
+    where = f"drive {path} ({state['device']})"
+    if not state["whole_disk"]:
+        return [f"{where} is a partition, not a whole disk; give ZFS whole drives"]
+    if require_nvme and not state["nvme_namespace"]:
+        return [f"{where} is not a whole NVMe namespace (nvmeXnY)"]
+
+    problems = []
+    if "/" in state["mounts"]:
+        problems.append(f"{where} is the boot disk (mounted at {', '.join(state['mounts'])})")
+    elif state["mounts"]:
+        problems.append(f"{where} is in use: mounted at {', '.join(state['mounts'])}")
+    if state["holders"]:
+        problems.append(f"{where} is in use by {', '.join(state['holders'])}")
+    if problems:
+        return problems  # never wiped, whatever the wipe list says
+    if state.get("probe_errors"):
+        # Unknown content is never taken for a blank drive.
+        return [f"{where} could not be probed: {'; '.join(state['probe_errors'])}"]
+
+    findings = []
+    if state["partition_table"]:
+        findings.append(f"a {state['partition_table']} partition table (blkid)")
+    for signature in state["signatures"]:
+        on = "" if signature["device"] == state["device"] else f" on {signature['device']}"
+        findings.append(f"a {signature['type']} filesystem{on} (blkid)")
+    for label in state["zfs_labels"]:
+        findings.append(_describe_label(label, state, pool_name))
+    if findings and not may_wipe:
+        return [
+            f"{where} holds {finding}; refusing to create pool {pool_name}. "
+            "To reuse it, add it to wipe_drives for this host"
+            for finding in findings
+        ]
+    return []
+
+
+def _describe_label(label, state, pool_name) -> str:
+    on = "" if label["device"] == state["device"] else f" on {label['device']}"
+    if label.get("pool"):
+        what = f"a ZFS label of pool {label['pool']}"
+    else:
+        what = "a ZFS label with no pool name (a hot spare or cache device)"
+    details = ", ".join(
+        bit
+        for bit in (
+            f"guid {label['pool_guid']}" if label.get("pool_guid") else None,
+            label.get("state"),
+            label.get("source"),
+        )
+        if bit
+    )
+    text = f"{what}{on} ({details})" if details else f"{what}{on}"
+    if label.get("pool") == pool_name:
+        text += f"; pool {pool_name} may be exported: `zpool import {pool_name}` it instead"
+    return text
+
+
+def wipe_commands(state: dict):
+    disk_name = state["kernel_name"]
+    labelled = {label["device"] for label in state["zfs_labels"]}
+    # Partitions first, through their by-id links, then the drive's own signatures and table.
+    for partition in state["partitions"]:
+        number = partition.rsplit("/", 1)[-1][len(disk_name) :].lstrip("p")
+        part_path = f"{state['path']}-part{number}"
+        if partition in labelled:
+            yield StringCommand("zpool labelclear -f", QuoteString(part_path))
+        yield StringCommand("wipefs -a", QuoteString(part_path))
+    if state["device"] in labelled:
+        yield StringCommand("zpool labelclear -f", QuoteString(state["path"]))
+    yield StringCommand("wipefs -a", QuoteString(state["path"]))
+
+
+def layout_differences(topology: dict, vdevs, spares) -> list[str]:
+    """What differs between a live pool's vdevs and spares and the declared ones."""
+    differences = []
+    live = [
+        (vdev["name"], vdev["type"], [device["disk"] for device in vdev["devices"]])
+        for vdev in topology["vdevs"]
+    ]
+    unmatched = list(live)
+
+    for declared in vdevs:
+        declared_type = "mirror" if len(declared) > 1 else "disk"
+        wanted = set(declared)
+        exact = next(
+            (v for v in unmatched if v[1] == declared_type and set(v[2]) == wanted), None
+        )
+        if exact:
+            unmatched.remove(exact)
+            continue
+        overlap = next((v for v in unmatched if set(v[2]) & wanted), None)
+        if overlap is None:
+            differences.append(
+                f"declared {declared_type} {' '.join(declared)} is missing from the pool"
+            )
+            continue
+        unmatched.remove(overlap)
+        name, live_type, disks = overlap
+        bits = []
+        if live_type != declared_type:
+            bits.append(f"is a {live_type} vdev, declared a {declared_type}")
+        missing = [disk for disk in declared if disk not in disks]
+        extra = [disk for disk in disks if disk not in wanted]
+        if missing:
+            bits.append(f"lacks {' '.join(missing)}")
+        if extra:
+            bits.append(f"has extra disk {' '.join(extra)}")
+        differences.append(f"{name} ({' '.join(disks)}) {'; '.join(bits)}")
+
+    for name, live_type, disks in unmatched:
+        differences.append(f"pool has {name} ({' '.join(disks)}) which is not declared")
+
+    live_spares = [spare["disk"] for spare in topology["spares"]]
+    missing_spares = [spare for spare in spares if spare not in live_spares]
+    extra_spares = [spare for spare in live_spares if spare not in spares]
+    if missing_spares:
+        differences.append(f"declared spare {' '.join(missing_spares)} is missing from the pool")
+    if extra_spares:
+        differences.append(f"pool has spare {' '.join(extra_spares)} which is not declared")
+
+    for section in SECTIONS:
+        if section == "spares" or not topology.get(section):
+            continue
+        names = " ".join(vdev["name"] for vdev in topology[section])
+        differences.append(f"pool has {section} vdevs ({names}) which are not declared")
+    return differences
+
+
+def health_problems(topology: dict) -> list[str]:
+    """Devices that are not healthy: degraded, but not a layout difference."""
+    problems = []
+    for section in ("vdevs", "logs", "cache", "special", "dedup"):
+        for vdev in topology.get(section, []):
+            for device in vdev["devices"]:
+                if device["state"] not in HEALTHY_STATES:
+                    note = f" ({device['note']})" if device["note"] else ""
+                    problems.append(f"{device['disk']} is {device['state']}{note}")
+                for stand_in in device.get("replaced_by", []):
+                    problems.append(
+                        f"{device['disk']} is being replaced by {stand_in['disk']} "
+                        f"({device['slot']}, {stand_in['state']})"
+                    )
+    for spare in topology["spares"]:
+        if spare["state"] == "INUSE":
+            problems.append(f"spare {spare['disk']} is in use")
+        elif spare["state"] not in HEALTHY_SPARE_STATES:
+            problems.append(f"spare {spare['disk']} is {spare['state']}")
+    if not problems and topology["state"] not in HEALTHY_STATES:
+        problems.append(f"pool state {topology['state']}")
+    return problems
