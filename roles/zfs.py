@@ -1,0 +1,132 @@
+"""The storage role: ZFS installed, the host's drives found by id and checked, a striped-mirror
+pool, the engine's datasets, sized module parameters, a scrub schedule and a capacity guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyinfra import host, logger
+from pyinfra.api import deploy
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.operations import apt, files, server, systemd
+
+from roles import render
+from roles.facts.drives import DrivesByPattern
+from roles.facts.hardware import HostHardware
+from roles.facts.zfs import ZpoolProperties
+from roles.hostdata import HostConfig
+from roles.operations import zfs as zfs_ops
+from roles.operations import zpool
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+BACKPORTS = "deb http://deb.debian.org/debian bookworm-backports main contrib"
+ZFS_PACKAGES = ["linux-headers-amd64", "zfs-dkms", "zfsutils-linux", "zfs-zed"]
+# The engine's service account, created here with the same attributes Debian's packages use so
+# that the dataset mountpoints can be owned by it before the server is installed.
+SERVICE_USERS = {
+    "mariadb": {"user": "mysql", "home": "/nonexistent", "shell": "/bin/false", "mode": "0750"},
+    "postgresql": {"user": "postgres", "home": "/var/lib/postgresql", "shell": "/bin/bash",
+                   "mode": "0755"},
+}
+
+
+def host_config() -> HostConfig:
+    return HostConfig.from_data(host.name, host.data)
+
+
+def sized_for_this_host(cfg: HostConfig):
+    hw = host.get_fact(HostHardware)
+    return cfg.sizing(ram_bytes=hw["ram_bytes"], cpus=hw["cpus"])
+
+
+def resolve_drives(cfg: HostConfig) -> list[str]:
+    """The host's pool drives as /dev/disk/by-id paths, in mirror order; stops the deploy when
+    the pattern does not match exactly the declared count."""
+    if cfg.drives:
+        return list(cfg.drives)
+    found = host.get_fact(DrivesByPattern, pattern=cfg.drive_pattern)
+    if len(found) != cfg.drive_count:
+        shown = ", ".join(p.rsplit("/", 1)[-1] for p in found[:6]) + (" ..." if len(found) > 6 else "")
+        raise PyinfraError(
+            f"{host.name}: drive_pattern {cfg.drive_pattern!r} matches {len(found)} drive(s) under "
+            f"/dev/disk/by-id, drive_count is {cfg.drive_count} ({shown or 'none'}). Check the "
+            "pattern (ls -l /dev/disk/by-id) or the hardware; nothing was changed.")
+    return found
+
+
+@deploy("Install ZFS")
+def install():
+    apt.repo(name="Debian backports (contrib) for ZFS 2.3", src=BACKPORTS,
+             filename="dbzfs-backports")
+    apt.packages(name="ZFS packages from bookworm-backports", packages=ZFS_PACKAGES,
+                 update=True, cache_time=3600, no_recommends=True,
+                 extra_install_args="-t bookworm-backports")
+    server.modprobe(name="Load the zfs module", module="zfs")
+    # zfsutils-linux loads the module at boot with this unit; make sure nobody disabled it.
+    systemd.service(name="Load zfs at boot", service="zfs-load-module.service", enabled=True)
+
+
+@deploy("Pool")
+def pool(cfg: HostConfig):
+    vdevs, spares = cfg.pool.layout(resolve_drives(cfg))
+    zpool.pool(
+        name=f"Pool {cfg.pool.name}: {len(vdevs)} x {cfg.pool.mirror_width}-way mirror"
+             + (f" + {len(spares)} spare(s)" if spares else ""),
+        pool_name=cfg.pool.name,
+        vdevs=vdevs,
+        spares=spares,
+        ashift=cfg.pool.ashift,
+        properties={"autoreplace": cfg.pool.autoreplace, "autotrim": cfg.pool.autotrim},
+        wipe=cfg.wipe_drives,
+    )
+
+
+@deploy("Datasets")
+def datasets(cfg: HostConfig):
+    account = SERVICE_USERS[cfg.engine]
+    server.user(name=f"Service account {account['user']}", user=account["user"], system=True,
+                home=account["home"], shell=account["shell"], ensure_home=False,
+                group=account["user"])
+    # The pool's root dataset holds no data and is not mounted [Let's Encrypt]; the engine's
+    # datasets set their own mountpoints.
+    zfs_ops.dataset(name=f"Dataset {cfg.pool.name} (not mounted)", dataset_name=cfg.pool.name,
+                    properties={"canmount": "off", "mountpoint": "none"})
+    for relative, props in cfg.datasets.items():
+        zfs_ops.dataset(name=f"Dataset {cfg.dataset_name(relative)}",
+                        dataset_name=cfg.dataset_name(relative), properties=props)
+    for relative in list(cfg.datasets)[1:]:
+        files.directory(name=f"Owner of {cfg.mountpoint(relative)}", path=cfg.mountpoint(relative),
+                        user=account["user"], group=account["user"], mode=account["mode"])
+
+
+@deploy("ZFS module parameters")
+def module_parameters(cfg: HostConfig):
+    context = render.zfs_modprobe_context(cfg, sized_for_this_host(cfg))
+    files.template(name="/etc/modprobe.d/zfs.conf", src=str(TEMPLATES / "zfs.conf.j2"),
+                   dest="/etc/modprobe.d/zfs.conf", mode="0644", **context)
+    zfs_ops.module_parameters(name="Apply them to the loaded module", params=context["params"],
+                              write_file=False)
+
+
+@deploy("Scrub and capacity")
+def scrub_and_capacity(cfg: HostConfig):
+    systemd.service(name=f"Monthly scrub of {cfg.pool.name}",
+                    service=f"zfs-scrub-monthly@{cfg.pool.name}.timer", enabled=True,
+                    running=True)
+    props = host.get_fact(ZpoolProperties, pool=cfg.pool.name)
+    if props:
+        used = int(props["capacity"]["value"])
+        if used > cfg.capacity_threshold:
+            logger.warning(f"{host.print_prefix}pool {cfg.pool.name} is {used}% full, above "
+                           f"zfs_capacity_threshold {cfg.capacity_threshold}%: ZFS and the "
+                           "flash slow down as free space shrinks; add mirrors or free space")
+
+
+@deploy("ZFS storage")
+def storage():
+    cfg = host_config()
+    install()
+    pool(cfg)
+    datasets(cfg)
+    module_parameters(cfg)
+    scrub_and_capacity(cfg)
