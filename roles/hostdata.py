@@ -6,28 +6,19 @@ does no checking: roles.validation checks the same data first and names every pr
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from roles import sizing
+from roles import sizing, zfs_properties
 
 BY_ID = "/dev/disk/by-id/"
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)i?b?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5, "e": 1024**6}
-
-
 def parse_size(value) -> int:
-    """ZFS-style size ("16k", "16K", "1M", "16384") to bytes."""
-    if isinstance(value, bool):
+    """ZFS-style size ("16k", "16K", "1M", "16384") to bytes; ValueError if it is none."""
+    size = zfs_properties.parse_size(value)
+    if size is None:
         raise ValueError(f"not a size: {value!r}")
-    if isinstance(value, int):
-        return value
-    match = _SIZE_RE.match(str(value))
-    if not match:
-        raise ValueError(f"not a size: {value!r}")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    return size
 
 
 def _get(data: Mapping, key: str, default=None):
