@@ -4,17 +4,41 @@ All functions take a `log` callable for progress lines ("==> db1: ssh up after 4
 """
 
 import os
+import secrets
 import subprocess
-import sys
 import time
 
 from . import aptcache, image, vm as vmmod
-from .definition import REPO, SSH_CONFIG, STATE, load
+from .definition import CACHE, REPO, SSH_CONFIG, load
 from .vm import LabError, rel
 
 PYINFRA = REPO / ".venv" / "bin" / "pyinfra"
 PYTEST = REPO / ".venv" / "bin" / "pytest"
 INVENTORY = REPO / "inventories" / "lab.py"
+
+
+SECRETS = CACHE / "lab-secrets.yml"
+
+
+def lab_env():
+    """Environment for pyinfra/testinfra runs against the lab: the lab's own throwaway secrets
+    (generated once into /var/cache/dbzfs-lab/lab-secrets.yml, mode 600, outside the repo), so no
+    real secret ever reaches a lab VM. An explicit DBZFS_SECRETS_FILE wins."""
+    env = dict(os.environ)
+    if env.get("DBZFS_SECRETS_FILE"):
+        return env
+    if not SECRETS.exists():
+        SECRETS.parent.mkdir(parents=True, exist_ok=True)
+        tmp = SECRETS.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("# The local lab's throwaway secrets (lab/control.py); not used for any real host.\n"
+                    f"replication_password: {secrets.token_urlsafe(24)}\n")
+        os.replace(tmp, SECRETS)
+    env["DBZFS_SECRETS_FILE"] = str(SECRETS)
+    for k in [k for k in env if k.startswith("DBZFS_SECRET_")]:
+        del env[k]  # real secrets from the environment stay away from the lab
+    return env
 
 
 def _select(lab, names):
@@ -54,8 +78,8 @@ def up(lab=None, names=None, log=print):
     try:
         vmmod.wait_all(vms, t_boot, log=log)
     except LabError as e:
-        failed = [vm for vm in vms if f"{vm.name}:" in str(e).split("\n")[0] or vm.name + ": " in str(e)]
-        vmmod.stop(failed, timeout=0, log=log)
+        # A VM that crashed or hangs is of no use: kill it (its console log stays).
+        vmmod.stop([lab.vm(n) for n in getattr(e, "failed", [])], timeout=0, log=log)
         raise
     if booting:
         log(f"==> lab up: {', '.join(vm.name for vm in vms)} in {time.monotonic() - t0:.0f} s "
@@ -102,7 +126,7 @@ def converge(lab=None, log=print):
     lab = up(lab, log=log)
     t0 = time.monotonic()
     log(f"==> converge: {rel(PYINFRA)} -y {rel(INVENTORY)} deploy.py")
-    r = subprocess.run([str(PYINFRA), "-y", str(INVENTORY), "deploy.py"], cwd=REPO)
+    r = subprocess.run([str(PYINFRA), "-y", str(INVENTORY), "deploy.py"], cwd=REPO, env=lab_env())
     if r.returncode != 0:
         raise LabError(f"pyinfra failed (rc {r.returncode})")
     log(f"==> converge: pyinfra done in {time.monotonic() - t0:.0f} s")
@@ -113,7 +137,7 @@ def converge(lab=None, log=print):
     hosts = ",".join(f"paramiko://{n}" for n in lab.names)
     argv = [str(PYTEST), "-p", "no:cacheprovider", "tests/infra", f"--hosts={hosts}", f"--ssh-config={SSH_CONFIG}"]
     log(f"==> checks: {' '.join(rel(a) if a.startswith('/') else a for a in argv)}")
-    r = subprocess.run(argv, cwd=REPO)
+    r = subprocess.run(argv, cwd=REPO, env=lab_env())
     if r.returncode != 0:
         raise LabError(f"testinfra checks failed (rc {r.returncode})")
     log("==> checks passed")

@@ -405,4 +405,6 @@ def wait_all(vms, t0, log=print):
     for t in threads:
         t.join()
     if errors:
-        raise LabError("\n".join(str(e) for e in errors.values()))
+        err = LabError("\n".join(str(e) for e in errors.values()))
+        err.failed = sorted(errors)
+        raise err
