@@ -64,15 +64,12 @@ class VM:
 
     @property
     def drive_pattern(self):
-        """A glob under /dev/disk/by-id matching this VM's drives and nothing else (no -partN)."""
-        probe = self.drive_serial.format(vm=self.name, index=0)
-        # Replace the part that comes from {index} with '?'s: derive it by formatting a marker.
-        head, _, tail = self.drive_serial.partition("{index")
-        tail = tail.partition("}")[2]
-        head = head.format(vm=self.name)
-        tail = tail.format(vm=self.name)
-        width = len(probe) - len(head) - len(tail)
-        return BY_ID_PREFIX + head + "?" * width + tail
+        """A glob under /dev/disk/by-id matching this VM's drives and nothing else: the {index}
+        part becomes '?'s, so namespace links (..._1) and partitions (-partN) stay out."""
+        first = self.drive_serial.format(vm=self.name, index=0)
+        head, _, rest = self.drive_serial.partition("{index")
+        head, tail = head.format(vm=self.name), rest.partition("}")[2].format(vm=self.name)
+        return BY_ID_PREFIX + head + "?" * (len(first) - len(head) - len(tail)) + tail
 
     @property
     def state_dir(self):
@@ -162,6 +159,8 @@ def _check(raw):
         serials = vm.serials
         if len(set(serials)) != len(serials) or any(len(x) > 20 for x in serials):
             raise LabDefinitionError(f"{name}: drive serials must be unique and <= 20 characters")
+        if len({len(x) for x in serials}) != 1 or s["drive_serial"].count("{index") != 1:
+            raise LabDefinitionError(f"{name}: drive_serial needs one fixed-width {{index:0Nd}}")
         vms[name] = vm
     for vm in vms.values():
         if vm.primary and (vm.primary not in vms or vms[vm.primary].engine != vm.engine

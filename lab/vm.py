@@ -355,19 +355,39 @@ def _monitor(vm, command):
         return False
 
 
+def _ask_poweroff(vm):
+    """`systemctl poweroff` over ssh, and the ACPI power button as well (logind acts on it)."""
+    asked = _monitor(vm, "system_powerdown")
+    try:
+        r = subprocess.run(ssh_argv(vm, ["systemctl poweroff --no-block"], connect_timeout=5), timeout=20,
+                           stdin=subprocess.DEVNULL, capture_output=True)
+        asked = asked or r.returncode == 0
+    except subprocess.TimeoutExpired:
+        pass
+    return asked
+
+
 def stop(vms, timeout=60, log=print):
-    """Power the VMs down (ACPI), kill what is still running after `timeout` s. Never leaves a qemu."""
+    """Power the VMs off cleanly (in parallel), kill what still runs after `timeout` s (0: kill at
+    once). Never leaves a qemu behind."""
     running = {vm.name: (vm, pid(vm)) for vm in vms}
     running = {n: (vm, p) for n, (vm, p) in running.items() if p}
     if not running:
         return
     t0 = time.monotonic()
     asked = []
-    for vm, p in running.values():
-        if timeout > 0 and _monitor(vm, "system_powerdown"):
+    if timeout > 0:
+        for vm, _ in running.values():
             log(f"==> {vm.name}: powering off")
-            asked.append(p)
-    left = _wait_gone(asked, timeout) + [p for _, p in running.values() if p not in asked]
+        threads = {n: threading.Thread(target=lambda vm=vm, n=n: _ask_poweroff(vm) and asked.append(n))
+                   for n, (vm, _) in running.items()}
+        for t in threads.values():
+            t.start()
+        for t in threads.values():
+            t.join()
+    asked_pids = [p for n, (_, p) in running.items() if n in asked]
+    left = _wait_gone(asked_pids, max(0, timeout - (time.monotonic() - t0))) + \
+        [p for _, p in running.values() if p not in asked_pids]
     if left:
         names = [n for n, (_, p) in running.items() if p in left]
         log(f"==> {', '.join(names)}: still running after {timeout} s: killing")
@@ -378,7 +398,12 @@ def stop(vms, timeout=60, log=print):
 def wait_ssh(vm, t0, timeout=SSH_TIMEOUT, log=print):
     """Wait until ssh answers; a qemu that exits or a timeout raises LabError naming the console log."""
     deadline = t0 + timeout
+    next_note = t0 + 60
     while True:
+        if time.monotonic() > next_note:
+            next_note += 60
+            last = console_tail(vm, 1).strip().lstrip("| ").strip()[:100]
+            log(f"==> {vm.name}: still booting after {time.monotonic() - t0:.0f} s (console: {last})")
         if not pid(vm):
             raise vm_error(vm, "qemu exited while booting")
         if port_open(vm.ssh_port) and ssh_answers(vm):

@@ -1,0 +1,42 @@
+"""inventories/lab.py and lab/lab.yaml, offline: the lab's hosts have the shape the deploy expects."""
+
+import fnmatch
+import runpy
+from pathlib import Path
+
+from lab.definition import SSH_KEY, load
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def inventory():
+    return runpy.run_path(str(REPO / "inventories" / "lab.py"))
+
+
+def test_groups_and_roles():
+    inv = inventory()
+    assert [n for n, _ in inv["mariadb"]] == ["db1", "db2"]
+    assert [n for n, _ in inv["postgresql"]] == ["pg1", "pg2"]
+    hosts = dict(inv["mariadb"] + inv["postgresql"])
+    assert hosts["db1"]["role"] == "primary" and hosts["db1"]["server_id"] == 1
+    assert hosts["db2"]["role"] == "replica" and hosts["db2"]["primary"] == "db1" and hosts["db2"]["server_id"] == 2
+    assert hosts["pg2"]["primary"] == "pg1"
+    for name, data in hosts.items():
+        assert data["ssh_hostname"] == "127.0.0.1" and data["ssh_user"] == "root"
+        assert data["ssh_key"] == str(SSH_KEY) and Path(data["ssh_key"]).is_absolute()
+        assert data["ssh_strict_host_key_checking"] == "off" and data["ssh_known_hosts_file"] == "/dev/null"
+        assert data["hardware"] == {"ram_bytes": 4096 * 1024 * 1024, "cpus": load().vm(name).vcpus}
+        assert "/" not in data["replication_address"]
+    assert len({d["ssh_port"] for d in hosts.values()}) == 4
+    assert len({d["replication_address"] for d in hosts.values()}) == 4
+
+
+def test_drive_pattern_matches_exactly_the_vms_own_drives():
+    lab = load()
+    everything = [i for vm in lab.vms.values() for i in vm.drive_ids]
+    # what udev also creates in the guest: namespace links and, once ZFS labels a drive, partitions
+    everything += [i + "_1" for i in everything] + [i + "-part1" for i in everything] + [i + "-part9" for i in everything]
+    for vm in lab.vms.values():
+        assert vm.drive_count == 24
+        assert sorted(fnmatch.filter(everything, vm.drive_pattern)) == sorted(vm.drive_ids)
+        assert vm.drive_ids[0] == f"nvme-QEMU_NVMe_Ctrl_{vm.name}-nvme00"
