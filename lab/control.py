@@ -5,6 +5,7 @@ All functions take a `log` callable for progress lines ("==> db1: ssh up after 4
 
 import os
 import secrets
+import shutil
 import subprocess
 import time
 
@@ -41,6 +42,16 @@ def lab_env():
     return env
 
 
+def prune_images(current, keep=2, log=print):
+    """Remove cached images older than the `keep` newest (the current one always stays)."""
+    built = sorted((d for d in image.IMAGES.iterdir() if (d / "manifest.json").exists()),
+                   key=lambda d: (d / "manifest.json").stat().st_mtime, reverse=True)
+    for d in built[keep:]:
+        if d != current:
+            log(f"==> image: removing old image {d}")
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def _select(lab, names):
     return [lab.vm(n) for n in names] if names else list(lab.vms.values())
 
@@ -55,6 +66,7 @@ def up(lab=None, names=None, log=print):
     port = int(lab.network.get("apt_cache_port", 3142))
     guest_addr = lab.network.get("apt_cache_guest_address", "10.0.2.100")
     image_dir = image.ensure(lab, log=log)
+    prune_images(image_dir, log=log)
     aptcache.ensure(port, log=log)
     vmmod.ensure_key()
     vmmod.write_ssh_config(lab)
@@ -109,14 +121,14 @@ def status(lab=None, log=print):
     log(f"image: {img if image.is_built(lab) else 'not built (' + str(img) + ')'}")
     log(f"apt cache: {'up' if aptcache.answers(int(lab.network.get('apt_cache_port', 3142))) else 'down'} "
         f"on 127.0.0.1:{lab.network.get('apt_cache_port', 3142)}")
-    log(f"{'VM':6} {'state':18} {'ssh':16} {'private':12} {'engine':11} {'role':8} console")
+    log(f"{'VM':6} {'state':20} {'ssh':16} {'private':12} {'engine':11} {'role':8} console")
     rows = {}
     for vm in lab.vms.values():
         p = vmmod.pid(vm)
         state = f"running (pid {p})" if p else "stopped"
         ssh = ("answers" if vmmod.ssh_answers(vm) else "no answer") if p else "-"
         rows[vm.name] = p
-        log(f"{vm.name:6} {state:18} {'127.0.0.1:' + str(vm.ssh_port) + ' ' + ssh:16} {vm.private_address:12} "
+        log(f"{vm.name:6} {state:20} {'127.0.0.1:' + str(vm.ssh_port) + ' ' + ssh:16} {vm.private_address:12} "
             f"{vm.engine:11} {vm.role:8} {rel(vm.console_log)}")
     return rows
 

@@ -18,6 +18,7 @@ sweeps any qemu whose command line points into this checkout's .lab/ (a lost pid
 
 import base64
 import os
+import re
 import shutil
 import signal
 import socket
@@ -53,7 +54,8 @@ def console_tail(vm, lines=25):
         text = vm.console_log.read_text(errors="replace")
     except OSError:
         return "(no console output)"
-    tail = [line.rstrip("\r") for line in text.splitlines()[-lines:]]
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)  # colours of systemd's status lines
+    tail = [x for x in (line.strip("\r") for line in text.splitlines()) if x.strip()][-lines:]
     return "\n".join("    | " + line for line in tail) or "(console log is empty)"
 
 
@@ -390,7 +392,7 @@ def stop(vms, timeout=60, log=print):
         [p for _, p in running.values() if p not in asked_pids]
     if left:
         names = [n for n, (_, p) in running.items() if p in left]
-        log(f"==> {', '.join(names)}: still running after {timeout} s: killing")
+        log(f"==> {', '.join(names)}: " + (f"still running after {timeout} s: killing" if timeout > 0 else "killing"))
         _kill(left, log, "qemu")
     log(f"==> stopped {', '.join(running)} in {time.monotonic() - t0:.0f} s")
 
@@ -402,7 +404,7 @@ def wait_ssh(vm, t0, timeout=SSH_TIMEOUT, log=print):
     while True:
         if time.monotonic() > next_note:
             next_note += 60
-            last = console_tail(vm, 1).strip().lstrip("| ").strip()[:100]
+            last = console_tail(vm, 1).strip(" |")[:100]
             log(f"==> {vm.name}: still booting after {time.monotonic() - t0:.0f} s (console: {last})")
         if not pid(vm):
             raise vm_error(vm, "qemu exited while booting")
