@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from . import control, image
+from . import aptcache, control, image
 from . import vm as vmmod
 from .definition import LabDefinitionError, load
 from .vm import LabError
@@ -18,7 +18,10 @@ USAGE = """python -m lab COMMAND
   status              the image, the apt cache and each VM
   ssh NAME [CMD...]   a shell (or a command) on a VM as root
   reset-drives NAME   stop the VM if running, recreate its empty NVMe drive files
-  down [NAME...]      stop VMs (all by default: no qemu is left behind)
+  down [NAME...]      power VMs off (all by default: no qemu is left behind; --timeout S before
+                      killing, default 60; --cache also stops the apt cache, which is otherwise
+                      left running on 127.0.0.1:3142 for the next `up`)
+  wipe [NAME...]      stopped VMs only: fresh root disks (new overlays) and empty drives
   converge            up, then pyinfra inventories/lab.py deploy.py, then the tests/infra checks
   ssh-config          (re)write .lab/ssh_config and print its path
 """
@@ -31,6 +34,7 @@ def main(argv=None):
     p.add_argument("--down-on-error", action="store_true",
                    help="up/converge: stop the whole lab if anything fails")
     p.add_argument("--timeout", type=int, default=60, help="down: seconds to wait for a clean power-off")
+    p.add_argument("--cache", action="store_true", help="down: also stop the lab's apt-cacher-ng")
     a = p.parse_args(argv)
     # Options may also come after the command (`up --down-on-error`, `down --timeout 0`).
     rest = []
@@ -38,6 +42,8 @@ def main(argv=None):
     for x in it:
         if x == "--down-on-error":
             a.down_on_error = True
+        elif x == "--cache" and a.command == "down":
+            a.cache = True
         elif x == "--timeout" and a.command == "down":
             a.timeout = int(next(it))
         else:
@@ -66,6 +72,9 @@ def main(argv=None):
                 raise
         elif a.command == "down":
             control.down(lab, a.args, timeout=a.timeout, log=log)
+            if a.cache:
+                aptcache.stop()
+                log("==> apt cache stopped")
         elif a.command == "status":
             control.status(lab, log=log)
         elif a.command == "ssh":
@@ -83,6 +92,8 @@ def main(argv=None):
             if len(a.args) != 1:
                 p.error("reset-drives NAME")
             vmmod.reset_drives(lab.vm(a.args[0]), log=log)
+        elif a.command == "wipe":
+            control.wipe(lab, a.args, log=log)
         elif a.command == "ssh-config":
             vmmod.ensure_key()
             print(vmmod.write_ssh_config(lab))

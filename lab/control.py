@@ -115,6 +115,19 @@ def down(lab=None, names=None, timeout=60, log=print):
         vmmod.stop_switch()
 
 
+def wipe(lab=None, names=None, log=print):
+    """Fresh root disks (new overlays) and empty drives for stopped VMs; refuses running ones."""
+    lab = lab or load()
+    vms = _select(lab, names)
+    running = [vm.name for vm in vms if vmmod.pid(vm)]
+    if running:
+        raise LabError(f"{', '.join(running)} running: stop first (python -m lab down)")
+    for vm in vms:
+        (vm.state_dir / "overlay.qcow2").unlink(missing_ok=True)
+        shutil.rmtree(vm.state_dir / "drives", ignore_errors=True)
+    log(f"==> {', '.join(vm.name for vm in vms)}: root disks and drives wiped (fresh at next up)")
+
+
 def status(lab=None, log=print):
     lab = lab or load()
     img = image.path(lab)

@@ -11,8 +11,10 @@ Usage in a test module under tests/e2e:
         assert r.rc == 0 and r.stdout.split() == ["dbpool"]
         out = lab.check("pg1", "zfs version")         # stdout; AssertionError (with output) if rc != 0
 
-`lab` (a `Lab`, session-scoped) boots every VM with `lab.control.up` (image built if needed,
-VMs already running are reused) and ALWAYS powers the whole lab down at the end of the session:
+`lab` (a `Lab`, session-scoped) is a fresh lab of the session's own: it refuses to start while
+lab VMs are running (yours, e.g. from `./dbzfs converge`: stop them with `./dbzfs lab down`),
+wipes the VMs' root disks and drives (`lab.control.wipe`), boots every VM with `lab.control.up`
+(image built if needed) and ALWAYS powers the whole lab down at the end of the session:
 on success, on failure, on Ctrl-C (KeyboardInterrupt), on SIGTERM/SIGHUP and, as a last resort,
 at interpreter exit (atexit). If the lab cannot come up the fixture raises: tests error out,
 never skip.
@@ -135,9 +137,16 @@ def _text(b):
     return b.decode(errors="replace") if isinstance(b, bytes) else b
 
 
+_capture = None  # pytest's capture manager, set by the fixture
+
+
 def _log(msg):
-    # Progress goes to the terminal even under output capture.
-    print(msg, file=sys.__stderr__, flush=True)
+    # Progress goes to the terminal even under pytest's output capture.
+    if _capture is not None:
+        with _capture.global_and_fixture_disabled():
+            print(msg, file=sys.stderr, flush=True)
+    else:
+        print(msg, file=sys.stderr, flush=True)
 
 
 class _Teardown:
@@ -161,8 +170,15 @@ class _Teardown:
 
 
 @pytest.fixture(scope="session")
-def lab():
+def lab(request):
+    global _capture
+    _capture = request.config.pluginmanager.getplugin("capturemanager")
     definition = load()
+    running = [n for n, vm in definition.vms.items() if vmmod.pid(vm)]
+    if running:
+        pytest.fail(f"lab VMs already running ({', '.join(running)}): the e2e tests boot a fresh lab of "
+                    "their own and power it off at the end. Stop yours first: ./dbzfs lab down", pytrace=False)
+    control.wipe(definition, log=_log)
     teardown = _Teardown(definition)
     atexit.register(teardown)
     previous = {}
