@@ -18,9 +18,10 @@ class HostHardware(FactBase):
 
     @override
     def command(self) -> str:
-        return "awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo && nproc"
+        # kB from /proc/meminfo, multiplied here: mawk prints large products as 4.1e+09.
+        return "awk '/^MemTotal:/ {print $2}' /proc/meminfo && nproc"
 
     @override
     def process(self, output):
         lines = [line.strip() for line in output if line.strip()]
-        return {"ram_bytes": int(lines[0]), "cpus": int(lines[1])}
+        return {"ram_bytes": int(lines[0]) * 1024, "cpus": int(lines[1])}
