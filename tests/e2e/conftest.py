@@ -201,3 +201,37 @@ def lab(request):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+# --- the converged lab, shared by every e2e module ------------------------------------------------
+
+# Modules run in this order whatever their names: each later one builds on the state the earlier
+# ones leave (test_safety wipes pg2's drives, so it comes last).
+MODULE_ORDER = ["test_lab.py", "test_zfs_role.py", "test_mariadb_role.py",
+                "test_postgresql_role.py", "test_idempotence.py", "test_safety.py"]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def rank(item):
+        name = item.path.name
+        return MODULE_ORDER.index(name) if name in MODULE_ORDER else len(MODULE_ORDER)
+    items.sort(key=rank)  # stable: tests keep their order inside a module
+
+
+@pytest.fixture(scope="session")
+def timings():
+    """Phase name -> seconds; printed at the end of the session (reported, not asserted)."""
+    measured = {}
+    yield measured
+    if measured:
+        _log("==> e2e timings: " + ", ".join(f"{k} {v:.0f} s" for k, v in measured.items()))
+
+
+@pytest.fixture(scope="session")
+def converged(lab, timings):
+    """The lab after one full converge of deploy.py on every VM (storage and engine roles)."""
+    t0 = time.monotonic()
+    result = lab.pyinfra()
+    timings["first converge"] = time.monotonic() - t0
+    result.check()
+    return lab
