@@ -1,0 +1,281 @@
+"""
+Facts about a Debian PostgreSQL cluster: where its files are, what the running server thinks of
+its configuration files, roles, databases, replication slots and the standby's WAL receiver.
+
+The SQL facts ask the server through ``psql`` as the ``postgres`` OS user over the local socket
+and return ``None`` when the server does not accept connections, so a first run on a bare host
+can plan its changes. No fact ever reads or prints a password; role facts return only a hash of
+the stored SCRAM verifier and its salt.
+"""
+
+from __future__ import annotations
+
+from typing_extensions import override
+
+from pyinfra.api import FactBase, QuoteString, StringCommand
+
+DOWN = "__dbzfs_postgresql_down__"
+SEP = "|"
+
+
+def psql(sql: str, database: str = "postgres") -> StringCommand:
+    """Run read-only SQL as postgres, unaligned, one row a line, fields split by SEP; prints DOWN
+    instead when the server does not accept connections."""
+    return StringCommand(
+        "if runuser -u postgres -- pg_isready -q; then",
+        "runuser -u postgres -- psql -X -A -t -q -v ON_ERROR_STOP=1",
+        "-F", QuoteString(SEP), "-d", QuoteString(database), "-c", QuoteString(sql), ";",
+        "else echo", DOWN + ";", "fi",
+    )
+
+
+def _rows(output) -> list[list[str]] | None:
+    lines = [line for line in output if line.strip()]
+    if lines and lines[0].strip() == DOWN:
+        return None
+    return [line.split(SEP) for line in lines]
+
+
+def _bool(value: str) -> bool:
+    return value.strip() == "t"
+
+
+class PostgresqlCluster(FactBase):
+    """
+    Where a Debian cluster's files are (no server needed).
+
+    .. code:: python
+
+        {
+            "config": True,            # /etc/postgresql/15/main/postgresql.conf exists
+            "pg_version": "15",        # DATA/PG_VERSION, "" when the data directory is empty
+            "data_entries": 0,         # entries in the data directory (-1: it does not exist)
+            "pg_wal": "/datastore/postgresql-wal/15/main",  # DATA/pg_wal symlink target, "" if none
+            "standby_signal": False,   # DATA/standby.signal exists
+            "debian_default_dir": False,  # /var/lib/postgresql/15/main exists
+        }
+    """
+
+    @override
+    def command(self, version, cluster, data_directory) -> StringCommand:
+        conf = f"/etc/postgresql/{version}/{cluster}/postgresql.conf"
+        data = QuoteString(data_directory)
+
+        def inside(name):
+            return QuoteString(f"{data_directory}/{name}")
+
+        default = f"/var/lib/postgresql/{version}/{cluster}"
+        return StringCommand(
+            "echo config=$(test -f", QuoteString(conf), "&& echo yes);",
+            "echo pg_version=$(cat", inside("PG_VERSION"),
+            "2>/dev/null);",
+            "echo data_entries=$(test -d", data, "&& ls -A", data, "| wc -l || echo -1);",
+            "echo pg_wal=$(readlink", inside("pg_wal"), ");",
+            "echo standby_signal=$(test -f", inside("standby.signal"),
+            "&& echo yes);",
+            "echo debian_default_dir=$(test -e", QuoteString(default), "&& echo yes)",
+        )
+
+    @override
+    def process(self, output):
+        raw = dict(line.split("=", 1) for line in output if "=" in line)
+        return {
+            "config": raw.get("config") == "yes",
+            "pg_version": raw.get("pg_version", "").strip(),
+            "data_entries": int(raw.get("data_entries", "-1").strip() or -1),
+            "pg_wal": raw.get("pg_wal", "").strip(),
+            "standby_signal": raw.get("standby_signal") == "yes",
+            "debian_default_dir": raw.get("debian_default_dir") == "yes",
+        }
+
+
+class PostgresqlFileSettings(FactBase):
+    """
+    What the running server would do with its configuration files as they are on disk now
+    (``pg_file_settings``, which re-reads the files): ``None`` when the server is down, else
+
+    .. code:: python
+
+        {
+            "restart": ["shared_buffers"],   # changed settings that need a restart
+            "errors": [("work_mem", "invalid value ...", "/etc/.../postgresql.conf", 12)],
+        }
+
+    A changed ``postmaster``-context setting shows up as not applied with the error "setting
+    could not be applied"; a setting overridden by a later line is not applied either, without an
+    error, and is ignored here.
+    """
+
+    @override
+    def command(self) -> StringCommand:
+        return psql(
+            "SELECT f.name, coalesce(s.context, ''), coalesce(f.error, ''),"
+            " coalesce(f.sourcefile, ''), coalesce(f.sourceline, 0)"
+            " FROM pg_file_settings f LEFT JOIN pg_settings s ON s.name = f.name"
+            " WHERE f.error IS NOT NULL ORDER BY f.seqno"
+        )
+
+    @override
+    def process(self, output):
+        rows = _rows(output)
+        if rows is None:
+            return None
+        restart, errors = [], []
+        for name, context, error, sourcefile, sourceline in rows:
+            if context == "postmaster" and error == "setting could not be applied":
+                restart.append(name)
+            else:
+                errors.append((name, error, sourcefile, int(sourceline or 0)))
+        return {"restart": restart, "errors": errors}
+
+
+class PostgresqlPendingRestart(FactBase):
+    """Settings changed in the files that wait for a restart (``pg_settings.pending_restart``),
+    ``None`` when the server is down."""
+
+    @override
+    def command(self) -> StringCommand:
+        return psql("SELECT name FROM pg_settings WHERE pending_restart ORDER BY name")
+
+    @override
+    def process(self, output):
+        rows = _rows(output)
+        return None if rows is None else [row[0] for row in rows]
+
+
+class PostgresqlRoles(FactBase):
+    """
+    Roles other than the built-in ``pg_*`` ones, ``None`` when the server is down. The password
+    is never read out: ``scram`` is the verifier's ``iterations:salt`` and ``verifier_sha256``
+    a hash of the whole verifier, enough to check a secret against it locally.
+
+    .. code:: python
+
+        {"replicator": {"login": True, "replication": True, "superuser": False,
+                        "scram": "4096:VsAm...", "verifier_sha256": "9f2c..."}}
+    """
+
+    @override
+    def command(self) -> StringCommand:
+        return psql(
+            "SELECT rolname, rolcanlogin, rolreplication, rolsuper,"
+            " CASE WHEN rolpassword LIKE 'SCRAM-SHA-256$%'"
+            " THEN split_part(split_part(rolpassword, '$', 2), '$', 1) ELSE '' END,"
+            " coalesce(encode(sha256(convert_to(rolpassword, 'UTF8')), 'hex'), '')"
+            " FROM pg_authid WHERE rolname !~ '^pg_' ORDER BY rolname"
+        )
+
+    @override
+    def process(self, output):
+        rows = _rows(output)
+        if rows is None:
+            return None
+        return {
+            name: {"login": _bool(login), "replication": _bool(repl), "superuser": _bool(su),
+                   "scram": scram, "verifier_sha256": digest}
+            for name, login, repl, su, scram, digest in rows
+        }
+
+
+class PostgresqlDatabases(FactBase):
+    """
+    Databases (no templates), their owner and who holds which privilege on them, ``None`` when
+    the server is down. ``PUBLIC`` stands for every role.
+
+    .. code:: python
+
+        {"app": {"owner": "app", "grants": {"app": {"CONNECT", "CREATE", "TEMPORARY"}}}}
+    """
+
+    @override
+    def command(self) -> StringCommand:
+        return psql(
+            "SELECT d.datname, pg_get_userbyid(d.datdba),"
+            " coalesce(string_agg(CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+            " ELSE pg_get_userbyid(a.grantee) END || ':' || a.privilege_type, ','), '')"
+            " FROM pg_database d LEFT JOIN LATERAL"
+            " aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a ON true"
+            " WHERE NOT d.datistemplate GROUP BY d.datname, d.datdba ORDER BY d.datname"
+        )
+
+    @override
+    def process(self, output):
+        rows = _rows(output)
+        if rows is None:
+            return None
+        databases = {}
+        for name, owner, grants in rows:
+            held: dict[str, set] = {}
+            for grant in filter(None, grants.split(",")):
+                grantee, _, privilege = grant.rpartition(":")
+                held.setdefault(grantee, set()).add(privilege)
+            databases[name] = {"owner": owner, "grants": held}
+        return databases
+
+
+class PostgresqlReplicationSlots(FactBase):
+    """
+    Physical and logical slots with the walsender using each, ``None`` when the server is down.
+
+    .. code:: python
+
+        {"pg2": {"type": "physical", "active": True, "restart_lsn": "0/3000148",
+                 "state": "streaming", "client_addr": "10.99.0.22"}}
+    """
+
+    @override
+    def command(self) -> StringCommand:
+        return psql(
+            "SELECT s.slot_name, s.slot_type, s.active, coalesce(s.restart_lsn::text, ''),"
+            " coalesce(r.state, ''), coalesce(host(r.client_addr), '')"
+            " FROM pg_replication_slots s"
+            " LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid ORDER BY s.slot_name"
+        )
+
+    @override
+    def process(self, output):
+        rows = _rows(output)
+        if rows is None:
+            return None
+        return {
+            name: {"type": kind, "active": _bool(active), "restart_lsn": lsn, "state": state,
+                   "client_addr": addr}
+            for name, kind, active, lsn, state, addr in rows
+        }
+
+
+class PostgresqlWalReceiver(FactBase):
+    """
+    A standby's recovery state and WAL receiver, ``None`` when the server is down. With
+    ``wait`` > 0 the command waits up to that many seconds for the receiver to be streaming
+    (a standby that just started needs a moment to connect).
+
+    .. code:: python
+
+        {"in_recovery": True, "status": "streaming", "slot_name": "pg2",
+         "sender_host": "10.99.0.21"}
+    """
+
+    @override
+    def command(self, wait: int = 0) -> StringCommand:
+        sql = ("SELECT pg_is_in_recovery(),"
+               " coalesce((SELECT status FROM pg_stat_wal_receiver), ''),"
+               " coalesce((SELECT slot_name FROM pg_stat_wal_receiver), ''),"
+               " coalesce((SELECT sender_host FROM pg_stat_wal_receiver), '')")
+        once = psql(sql)
+        if not wait:
+            return once
+        return StringCommand(
+            f"for i in $(seq {int(wait)}); do",
+            "out=$(", once, ");",
+            'case "$out" in *"|streaming|"*) break;; esac; sleep 1; done; echo "$out"',
+        )
+
+    @override
+    def process(self, output):
+        rows = _rows(output)
+        if not rows:
+            return None
+        in_recovery, status, slot_name, sender_host = rows[-1]
+        return {"in_recovery": _bool(in_recovery), "status": status, "slot_name": slot_name,
+                "sender_host": sender_host}

@@ -1,0 +1,393 @@
+"""
+PostgreSQL operations pyinfra lacks: a Debian cluster created in place on its datasets, a
+reload-or-restart decision, login roles whose passwords never leave a root-only file, databases
+with least privilege, physical replication slots, standbys built with pg_basebackup and their
+health.
+
+Secrets: SQL that sets a password carries a SCRAM-SHA-256 verifier computed here (never the
+password itself) and reaches psql on stdin from a file uploaded over SFTP into a root-only
+directory, then removed. The standby's passfile is uploaded the same way, given mode 0600 and
+owner before it is moved into place. No password is ever on a command line.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import io
+import os
+import re
+
+from pyinfra import host, logger
+from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCommand, operation
+from pyinfra.facts.files import File, Sha256File
+
+from roles.facts.postgresql import (
+    PostgresqlCluster,
+    PostgresqlDatabases,
+    PostgresqlFileSettings,
+    PostgresqlPendingRestart,
+    PostgresqlReplicationSlots,
+    PostgresqlRoles,
+    PostgresqlWalReceiver,
+)
+
+PRIVATE_DIR = "/run/dbzfs"  # tmpfs, root only: secret-bearing files exist only here, briefly
+SCRAM_ITERATIONS = 4096
+
+
+# --- helpers (pure) -------------------------------------------------------------------------
+
+
+def unit(version, cluster) -> str:
+    return f"postgresql@{version}-{cluster}.service"
+
+
+def slot_name(standby: str) -> str:
+    """A physical slot name for a standby host: lowercase letters, digits and '_' only."""
+    return re.sub(r"[^a-z0-9_]", "_", standby.lower())[:63]
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def scram_verifier(password: str, salt: bytes | None = None,
+                   iterations: int = SCRAM_ITERATIONS) -> str:
+    """The SCRAM-SHA-256 verifier PostgreSQL stores for `password` (RFC 5802/7677, as in
+    PostgreSQL's scram_build_secret). ASCII passwords only: PostgreSQL SASLprep-normalises
+    others, which is not reproduced here."""
+    if not password.isascii():
+        raise ValueError("only ASCII passwords are supported")
+    salt = os.urandom(16) if salt is None else salt
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    return f"SCRAM-SHA-256${iterations}:{_b64(salt)}${_b64(stored_key)}:{_b64(server_key)}"
+
+
+def password_matches(password: str, role: dict) -> bool:
+    """Whether a role (from PostgresqlRoles) has `password` as its SCRAM verifier."""
+    iterations, _, salt = (role.get("scram") or "").partition(":")
+    if not iterations.isdigit() or not salt:
+        return False
+    verifier = scram_verifier(password, base64.b64decode(salt), int(iterations))
+    return hashlib.sha256(verifier.encode()).hexdigest() == role.get("verifier_sha256")
+
+
+def pgpass_line(password: str, user: str, host_="*", port="*", database="replication") -> str:
+    def esc(v):
+        return str(v).replace("\\", "\\\\").replace(":", "\\:")
+    return ":".join([esc(host_), esc(port), esc(database), esc(user), esc(password)]) + "\n"
+
+
+def _private_upload(content: str, name: str):
+    """Commands that put `content` into PRIVATE_DIR/name (root-only directory); returns the
+    commands and the path."""
+    path = f"{PRIVATE_DIR}/{name}"
+    return [
+        StringCommand("install -d -m 0700 -o root -g root", PRIVATE_DIR),
+        FileUploadCommand(io.BytesIO(content.encode()), path,
+                          remote_temp_filename=f"{path}.part"),
+    ], path
+
+
+def _psql_script(sql: str, name: str):
+    """Commands that run `sql` through psql's stdin as postgres, from a root-only file that is
+    removed whatever happens. Statement logging is off for the session so a failing statement
+    cannot land in the server log."""
+    script = ("SET log_statement = 'none';\nSET log_min_error_statement = 'panic';\n"
+              "SET log_min_duration_statement = -1;\n" + sql)
+    commands, path = _private_upload(script, name)
+    commands.append(StringCommand(
+        "runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres <", QuoteString(path),
+        "; rc=$?; rm -f", QuoteString(path), "; exit $rc",
+    ))
+    return commands
+
+
+# --- cluster and configuration ----------------------------------------------------------------
+
+
+@operation()
+def cluster(version, cluster_name, data_directory, wal_directory, locale="C.UTF-8"):
+    """
+    Create a Debian cluster with its data directory and WAL where they are declared (on their
+    ZFS datasets), never in /var/lib/postgresql; verify an existing one is where declared.
+
+    + version, cluster_name: e.g. ``15``, ``main``
+    + data_directory / wal_directory: absolute paths (pg_wal becomes a symlink to the latter)
+    + locale: cluster locale; UTF8 encoding
+
+    No data checksums: ZFS already checksums every record and repairs it from the mirror.
+    """
+    facts = host.get_fact(PostgresqlCluster, version=version, cluster=cluster_name,
+                          data_directory=data_directory)
+    if facts["pg_version"]:
+        if facts["pg_version"] != str(version):
+            raise OperationError(f"{data_directory} holds a PostgreSQL {facts['pg_version']} "
+                                 f"cluster, {version} is declared; upgrade it by hand")
+        if facts["pg_wal"] != wal_directory:
+            raise OperationError(f"{data_directory}/pg_wal points to {facts['pg_wal'] or 'nothing'}"
+                                 f" (a directory), declared {wal_directory}; move the WAL by hand")
+        if not facts["config"]:
+            raise OperationError(f"{data_directory} holds a cluster but "
+                                 f"/etc/postgresql/{version}/{cluster_name} has no postgresql.conf")
+        host.noop(f"cluster {version}/{cluster_name} exists in {data_directory}, WAL in "
+                  f"{wal_directory}")
+        return
+    if facts["data_entries"] > 0:
+        raise OperationError(f"{data_directory} is not empty but holds no cluster; "
+                             "look at it and empty it by hand")
+    yield StringCommand(
+        "pg_createcluster", "--locale", QuoteString(locale), "--encoding", "UTF8",
+        "-d", QuoteString(data_directory), str(version), QuoteString(cluster_name),
+        "--", QuoteString(f"--waldir={wal_directory}"),
+    )
+
+
+@operation()
+def apply_config(version, cluster_name):
+    """
+    Make the running server use its configuration files: a restart when a changed setting needs
+    one (a ``postmaster`` setting per ``pg_file_settings``, or ``pending_restart`` after the
+    reload), else a reload. Run it only when a file changed (``_if=``). A stopped server is left
+    alone: it reads the files when it starts.
+    """
+    name = unit(version, cluster_name)
+    pending = host.get_fact(PostgresqlFileSettings)
+    if pending is None:
+        host.noop(f"{name} is not running: it reads the new files when it starts")
+        return
+    if pending["errors"]:
+        shown = "; ".join(f"{n}: {e} ({f}:{line})" for n, e, f, line in pending["errors"])
+        raise OperationError(f"the server rejects its configuration files: {shown}; nothing "
+                             "reloaded or restarted")
+    if pending["restart"]:
+        logger.info(f"{host.print_prefix}restart needed for: {', '.join(pending['restart'])}")
+        yield StringCommand("systemctl restart", name)
+        return
+    # Reload, then wait until the postmaster has re-read the files (pg_conf_load_time moves).
+    psql = "runuser -u postgres -- psql -X -A -t -c 'SELECT pg_conf_load_time()'"
+    yield StringCommand(
+        f"before=$({psql}); systemctl reload {name};",
+        f'for i in $(seq 50); do [ "$({psql})" != "$before" ] && exit 0; sleep 0.2; done;',
+        "echo 'the server did not re-read its configuration within 10 s' >&2; exit 1",
+    )
+    still = host.get_fact(PostgresqlPendingRestart)
+    if still:
+        logger.info(f"{host.print_prefix}restart needed for: {', '.join(still)}")
+        yield StringCommand("systemctl restart", name)
+
+
+# --- secrets on disk --------------------------------------------------------------------------
+
+
+@operation()
+def secret_file(path, content, user, group, mode="600"):
+    """
+    A file holding a secret, compared by SHA-256 (never diffed or printed), created with its
+    mode and owner in a root-only directory and then moved into place.
+    """
+    wanted_sum = hashlib.sha256(content.encode()).hexdigest()
+    info = host.get_fact(File, path=path)
+    live_sum = host.get_fact(Sha256File, path=path) if info else None
+    if info and live_sum == wanted_sum:
+        if (info.get("user") == user and info.get("group") == group
+                and info.get("mode") == int(str(mode))):
+            host.noop(f"{path} holds the secret, mode {mode}, owner {user}")
+            return
+        yield StringCommand("chown", f"{user}:{group}", QuoteString(path))
+        yield StringCommand("chmod", str(mode), QuoteString(path))
+        return
+    commands, tmp = _private_upload(content, os.path.basename(path))
+    yield from commands
+    yield StringCommand("chown", f"{user}:{group}", QuoteString(tmp), "&& chmod", str(mode),
+                        QuoteString(tmp), "&& mv -f", QuoteString(tmp), QuoteString(path))
+
+
+# --- roles, databases, slots ------------------------------------------------------------------
+
+
+@operation()
+def login_role(role_name, password, replication=False):
+    """
+    A LOGIN role (REPLICATION when asked, never SUPERUSER) whose password is `password`. The
+    password is checked against the stored SCRAM verifier; only a verifier goes to the server.
+    """
+    if not password:
+        raise OperationError(f"role {role_name}: no password given (check the secrets)")
+    roles = host.get_fact(PostgresqlRoles)
+    if roles is None:
+        raise OperationError("PostgreSQL is not running: cannot manage roles")
+    current = roles.get(role_name)
+    attrs = "LOGIN " + ("REPLICATION" if replication else "NOREPLICATION")
+    if current is None:
+        verb = "CREATE"
+    elif (current["login"] and current["replication"] == replication
+          and not current["superuser"] and password_matches(password, current)):
+        host.noop(f"role {role_name} exists with its password")
+        return
+    else:
+        verb = "ALTER"
+    sql = (f"{verb} ROLE {quote_ident(role_name)} WITH {attrs} NOSUPERUSER "
+           f"PASSWORD {quote_literal(scram_verifier(password))};\n")
+    yield from _psql_script(sql, f"role-{slot_name(role_name)}.sql")
+
+
+@operation()
+def database(database_name, owner=None, connect=()):
+    """
+    A database owned by `owner` (postgres when None) that only `connect` (and its owner and
+    superusers) may connect to: CONNECT is revoked from PUBLIC.
+    """
+    databases = host.get_fact(PostgresqlDatabases)
+    if databases is None:
+        raise OperationError("PostgreSQL is not running: cannot manage databases")
+    owner = owner or "postgres"
+    db = quote_ident(database_name)
+    statements = []
+    current = databases.get(database_name)
+    if current is None:
+        statements.append(f"CREATE DATABASE {db} OWNER {quote_ident(owner)};")
+        grants = {}
+    else:
+        if current["owner"] != owner:
+            statements.append(f"ALTER DATABASE {db} OWNER TO {quote_ident(owner)};")
+        grants = current["grants"]
+    if current is None or "CONNECT" in grants.get("PUBLIC", set()):
+        statements.append(f"REVOKE CONNECT, TEMPORARY ON DATABASE {db} FROM PUBLIC;")
+    for user in connect:
+        if current is None or "CONNECT" not in grants.get(user, set()):
+            statements.append(f"GRANT CONNECT ON DATABASE {db} TO {quote_ident(user)};")
+    if not statements:
+        host.noop(f"database {database_name} exists, owner {owner}, CONNECT for "
+                  f"{', '.join(connect) or 'its owner only'}")
+        return
+    # One -c per statement: each runs on its own (CREATE DATABASE refuses a transaction block).
+    args = [part for statement in statements for part in ("-c", QuoteString(statement))]
+    yield StringCommand("runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres", *args)
+
+
+@operation()
+def replication_slot(slot):
+    """A physical replication slot that reserves WAL from the moment it is created."""
+    slots = host.get_fact(PostgresqlReplicationSlots)
+    if slots is None:
+        raise OperationError("PostgreSQL is not running: cannot manage replication slots")
+    if slot in slots:
+        if slots[slot]["type"] != "physical":
+            raise OperationError(f"slot {slot} exists but is {slots[slot]['type']}")
+        host.noop(f"physical replication slot {slot} exists")
+        return
+    yield StringCommand(
+        "runuser -u postgres -- psql -X -q -A -t -v ON_ERROR_STOP=1 -d postgres -c",
+        QuoteString(f"SELECT pg_create_physical_replication_slot({quote_literal(slot)}, true)"),
+    )
+
+
+# --- standbys ---------------------------------------------------------------------------------
+
+
+@operation()
+def standby(version, cluster_name, data_directory, wal_directory, primary_address, slot,
+            application_name, passfile, port=5432, replication_user="replicator"):
+    """
+    Build a hot standby with pg_basebackup from the primary through its physical slot, into the
+    declared data and WAL directories, with ``-R`` (primary_conninfo naming the passfile, and
+    standby.signal), then register it as a Debian cluster. Only an empty data directory is ever
+    filled: an existing cluster is never rebuilt (one that is not a standby is reported).
+    """
+    facts = host.get_fact(PostgresqlCluster, version=version, cluster=cluster_name,
+                          data_directory=data_directory)
+    if facts["pg_version"]:
+        if facts["config"] and facts["standby_signal"]:
+            host.noop(f"standby {version}/{cluster_name} exists in {data_directory}")
+            return
+        if not facts["standby_signal"]:
+            message = (f"{host.name}: {data_directory} holds a cluster without standby.signal: "
+                       "it is not a standby (promoted?). Left as it is, never rebuilt; rebuild it "
+                       "by hand if it should follow the primary")
+            logger.warning(f"{host.print_prefix}{message}")
+            host.noop(message)
+            return
+        # A backup without its Debian registration: an earlier run stopped in between.
+    else:
+        if facts["data_entries"] > 0:
+            raise OperationError(f"{data_directory} is not empty but holds no cluster; look at it "
+                                 "and empty it by hand")
+        yield StringCommand(
+            "runuser -u postgres -- env", QuoteString(f"PGPASSFILE={passfile}"),
+            "pg_basebackup", "-h", QuoteString(primary_address), "-p", str(port),
+            "-U", QuoteString(replication_user), "-w",
+            "-d", QuoteString(f"application_name={application_name}"),
+            "-S", QuoteString(slot), "-R", "-X", "stream", "-c", "fast",
+            "-D", QuoteString(data_directory), QuoteString(f"--waldir={wal_directory}"),
+        )
+    # pg_createcluster registers an existing data directory and moves these three files from it
+    # to /etc/postgresql/VERSION/CLUSTER; the primary's live in /etc, so the backup has none.
+    yield StringCommand(
+        "runuser -u postgres -- touch",
+        *[QuoteString(f"{data_directory}/{f}")
+          for f in ("postgresql.conf", "pg_hba.conf", "pg_ident.conf")],
+    )
+    yield StringCommand("pg_createcluster -d", QuoteString(data_directory), str(version),
+                        QuoteString(cluster_name))
+
+
+@operation()
+def standby_health(primary, wait=30):
+    """Report a standby that is not in recovery or not streaming from the primary (a warning
+    naming the host; never a rebuild)."""
+    state = host.get_fact(PostgresqlWalReceiver, wait=wait)
+    if state is None:
+        problem = "PostgreSQL does not accept connections"
+    elif not state["in_recovery"]:
+        problem = "it is not in recovery (promoted?)"
+    elif state["status"] != "streaming":
+        problem = (f"its WAL receiver is {state['status'] or 'not running'} (see the server log "
+                   "and pg_stat_wal_receiver)")
+    else:
+        host.noop(f"streaming from {state['sender_host']} through slot {state['slot_name']}")
+        return
+    message = f"standby {host.name} is not streaming from {primary}: {problem}"
+    logger.warning(f"{host.print_prefix}{message}")
+    host.noop(message)
+    yield from ()  # an operation is a generator even when it only reports
+
+
+@operation()
+def replication_health(standbys):
+    """On the primary: report every declared standby whose slot is missing or not in use by a
+    streaming walsender (warnings naming the standby)."""
+    slots = host.get_fact(PostgresqlReplicationSlots)
+    if slots is None:
+        problems = {s: "the primary does not accept connections" for s in standbys}
+    else:
+        problems = {}
+        for name in standbys:
+            slot = slots.get(slot_name(name))
+            if slot is None:
+                problems[name] = f"slot {slot_name(name)} is missing"
+            elif not slot["active"]:
+                problems[name] = (f"slot {slot_name(name)} is inactive (standby down or not "
+                                  f"connecting; WAL is held from {slot['restart_lsn']})")
+            elif slot["state"] != "streaming":
+                problems[name] = f"its walsender is {slot['state'] or 'gone'}"
+    for name, problem in problems.items():
+        message = f"standby {name} is not streaming from {host.name}: {problem}"
+        logger.warning(f"{host.print_prefix}{message}")
+        host.noop(message)
+    if not problems:
+        host.noop(f"every standby streams: {', '.join(standbys) or 'none declared'}")
+    yield from ()

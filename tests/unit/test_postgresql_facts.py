@@ -1,0 +1,113 @@
+"""The PostgreSQL facts parse what psql and the shell print, and report a stopped server as None."""
+
+from roles.facts.postgresql import (
+    DOWN,
+    PostgresqlCluster,
+    PostgresqlDatabases,
+    PostgresqlFileSettings,
+    PostgresqlPendingRestart,
+    PostgresqlReplicationSlots,
+    PostgresqlRoles,
+    PostgresqlWalReceiver,
+)
+
+DATA = "/datastore/postgresql/15/main"
+
+
+def test_cluster_command_looks_in_the_declared_places():
+    command = PostgresqlCluster().command("15", "main", DATA).get_raw_value()
+    for path in ("/etc/postgresql/15/main/postgresql.conf", f"{DATA}/PG_VERSION", f"{DATA}/pg_wal",
+                 f"{DATA}/standby.signal", "/var/lib/postgresql/15/main"):
+        assert path in command
+
+
+def test_cluster_present():
+    facts = PostgresqlCluster().process([
+        "config=yes", "pg_version=15", "data_entries=23",
+        "pg_wal=/datastore/postgresql-wal/15/main", "standby_signal=", "debian_default_dir=",
+    ])
+    assert facts == {"config": True, "pg_version": "15", "data_entries": 23,
+                     "pg_wal": "/datastore/postgresql-wal/15/main", "standby_signal": False,
+                     "debian_default_dir": False}
+
+
+def test_cluster_absent():
+    facts = PostgresqlCluster().process([
+        "config=", "pg_version=", "data_entries=-1", "pg_wal=", "standby_signal=",
+        "debian_default_dir=",
+    ])
+    assert facts["pg_version"] == "" and facts["data_entries"] == -1 and not facts["config"]
+
+
+def test_every_sql_fact_is_none_when_the_server_is_down():
+    for cls in (PostgresqlFileSettings, PostgresqlPendingRestart, PostgresqlRoles,
+                PostgresqlDatabases, PostgresqlReplicationSlots, PostgresqlWalReceiver):
+        assert cls().process([DOWN]) is None, cls.__name__
+
+
+def test_sql_facts_check_the_server_before_asking():
+    command = PostgresqlRoles().command().get_raw_value()
+    assert command.startswith("if runuser -u postgres -- pg_isready -q; then")
+    assert f"echo {DOWN}" in command
+
+
+def test_file_settings_split_restart_from_errors():
+    facts = PostgresqlFileSettings().process([
+        "shared_buffers|postmaster|setting could not be applied|/etc/postgresql/15/main/postgresql.conf|16",
+        "work_mem|user|invalid value for parameter \"work_mem\": \"lots\"|/etc/postgresql/15/main/postgresql.conf|18",
+    ])
+    assert facts["restart"] == ["shared_buffers"]
+    assert facts["errors"] == [("work_mem", 'invalid value for parameter "work_mem": "lots"',
+                                "/etc/postgresql/15/main/postgresql.conf", 18)]
+
+
+def test_file_settings_nothing_pending():
+    assert PostgresqlFileSettings().process([]) == {"restart": [], "errors": []}
+
+
+def test_pending_restart():
+    assert PostgresqlPendingRestart().process(["max_connections", "shared_buffers"]) == [
+        "max_connections", "shared_buffers"]
+
+
+def test_roles_never_read_the_verifier_itself():
+    command = PostgresqlRoles().command().get_raw_value()
+    assert "sha256(convert_to(rolpassword" in command
+    facts = PostgresqlRoles().process([
+        "postgres|t|t|t||",
+        "replicator|t|t|f|4096:VsAmMVPqV+eVYoT3DLp7qA==|" + "ab" * 32,
+    ])
+    assert facts["replicator"] == {"login": True, "replication": True, "superuser": False,
+                                   "scram": "4096:VsAmMVPqV+eVYoT3DLp7qA==",
+                                   "verifier_sha256": "ab" * 32}
+    assert facts["postgres"]["superuser"] and facts["postgres"]["scram"] == ""
+
+
+def test_databases_with_grants():
+    facts = PostgresqlDatabases().process([
+        "app|app|app:CREATE,app:TEMPORARY,app:CONNECT",
+        "postgres|postgres|PUBLIC:TEMPORARY,PUBLIC:CONNECT,postgres:CREATE",
+    ])
+    assert facts["app"] == {"owner": "app", "grants": {"app": {"CREATE", "TEMPORARY", "CONNECT"}}}
+    assert facts["postgres"]["grants"]["PUBLIC"] == {"TEMPORARY", "CONNECT"}
+
+
+def test_replication_slots():
+    facts = PostgresqlReplicationSlots().process([
+        "pg2|physical|t|0/3000148|streaming|10.99.0.22",
+        "pg3|physical|f|0/2000000||",
+    ])
+    assert facts["pg2"] == {"type": "physical", "active": True, "restart_lsn": "0/3000148",
+                            "state": "streaming", "client_addr": "10.99.0.22"}
+    assert facts["pg3"]["active"] is False and facts["pg3"]["state"] == ""
+
+
+def test_wal_receiver_streaming():
+    assert PostgresqlWalReceiver().process(["t|streaming|pg2|10.99.0.21"]) == {
+        "in_recovery": True, "status": "streaming", "slot_name": "pg2", "sender_host": "10.99.0.21"}
+
+
+def test_wal_receiver_waits_for_streaming():
+    command = PostgresqlWalReceiver().command(wait=30).get_raw_value()
+    assert command.startswith("for i in $(seq 30)") and "streaming" in command
+    assert PostgresqlWalReceiver().process(["f|||"])["in_recovery"] is False
