@@ -1,0 +1,193 @@
+"""
+Facts about a live MariaDB server, read as root through the unix socket with the `mariadb` CLI.
+
+Every fact returns None when the server cannot be reached (not installed yet, or stopped), so a
+first run on a bare host can plan its changes; callers decide whether that is an error.
+"""
+
+from __future__ import annotations
+
+from typing_extensions import override
+
+from pyinfra.api import FactBase, QuoteString, StringCommand
+
+UNREACHABLE = "__DBZFS_MARIADB_UNREACHABLE__"
+START = "__DBZFS_MARIADB__"
+SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+
+
+def sql_string(value: str) -> str:
+    """A MariaDB string literal (default sql_mode: backslash escapes)."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def account(user: str, host: str) -> str:
+    """'user'@'host' for SQL statements."""
+    return f"{sql_string(user)}@{sql_string(host)}"
+
+
+def query(sql: str, *flags: str) -> StringCommand:
+    """`mariadb -NB -e SQL` after a start marker (pyinfra skips process() on empty output, and
+    an empty answer is an answer), printing the UNREACHABLE marker instead of failing."""
+    return StringCommand("echo", START, ";", "mariadb", *(flags or ("-NB",)), "-e",
+                         QuoteString(sql), "2>/dev/null", "||", "echo", UNREACHABLE)
+
+
+def rows(output) -> list[str] | None:
+    """The answer's lines, or None when the server could not be reached."""
+    lines = [line for line in output if line.strip() != START]
+    if any(line.strip() == UNREACHABLE for line in lines):
+        return None
+    return lines
+
+
+class MariadbFact(FactBase):
+    abstract = True
+
+    @staticmethod
+    def default():
+        return None
+
+
+class MariadbVariables(MariadbFact):
+    """
+    Global server variables (SHOW GLOBAL VARIABLES), optionally only the named ones.
+
+    .. code:: python
+
+        {"innodb_doublewrite": "OFF", "read_only": "ON", ...}
+    """
+
+    @override
+    def command(self, names=None) -> StringCommand:
+        sql = "SHOW GLOBAL VARIABLES"
+        if names:
+            sql += " WHERE Variable_name IN (" + ", ".join(sql_string(n) for n in names) + ")"
+        return query(sql)
+
+    @override
+    def process(self, output):
+        output = rows(output)
+        if output is None:
+            return None
+        values = {}
+        for line in output:
+            name, _, value = line.partition("\t")
+            if name:
+                values[name] = value
+        return values
+
+
+class MariadbReplicaStatus(MariadbFact):
+    """
+    SHOW SLAVE STATUS as a dict of its fields; ``{}`` when the server replicates from nobody.
+
+    .. code:: python
+
+        {"Master_Host": "10.99.0.11", "Slave_IO_Running": "Yes", "Slave_SQL_Running": "Yes",
+         "Using_Gtid": "Slave_Pos", "Seconds_Behind_Master": "0", "Last_SQL_Error": "", ...}
+    """
+
+    @override
+    def command(self) -> StringCommand:
+        return query("SHOW SLAVE STATUS", "-E")
+
+    @override
+    def process(self, output):
+        output = rows(output)
+        if output is None:
+            return None
+        status = {}
+        for line in output:
+            if line.startswith("***"):
+                continue
+            key, sep, value = line.partition(":")
+            if sep:
+                status[key.strip()] = value.strip()
+        return status
+
+
+class MariadbUsers(MariadbFact):
+    """
+    Accounts: (user, host) -> plugin and a digest of the stored credential. The credential itself
+    (a password hash) never leaves the host: only its SHA-256 is read, or "empty" / "invalid"
+    (Debian's root: mysql_native_password USING 'invalid' OR unix_socket, i.e. no password login).
+
+    .. code:: python
+
+        {("root", "localhost"): {"plugin": "mysql_native_password", "credential": "invalid"},
+         ("replicator", "10.99.0.12"): {"plugin": "mysql_native_password",
+                                        "credential": "9f86d0..."}}
+    """
+
+    @override
+    def command(self) -> StringCommand:
+        return query(
+            "SELECT User, Host, plugin, CASE authentication_string WHEN '' THEN 'empty' "
+            "WHEN 'invalid' THEN 'invalid' ELSE SHA2(authentication_string, 256) END "
+            "FROM mysql.user")
+
+    @override
+    def process(self, output):
+        output = rows(output)
+        if output is None:
+            return None
+        users = {}
+        for line in output:
+            fields = line.split("\t")
+            if len(fields) == 4:
+                user, host, plugin, credential = fields
+                users[(user, host)] = {"plugin": plugin, "credential": credential}
+        return users
+
+
+class MariadbGrants(MariadbFact):
+    """
+    Privileges of one account, per level: ``"*"`` (global) and one key per database. USAGE (no
+    privilege) is left out; WITH GRANT OPTION shows as "GRANT OPTION".
+
+    .. code:: python
+
+        {"*": {"REPLICATION SLAVE", "SELECT"}, "app": {"SELECT", "INSERT"}}
+    """
+
+    @override
+    def command(self, user, host) -> StringCommand:
+        grantee = sql_string(f"'{user}'@'{host}'")
+        return query(
+            f"SELECT '*', PRIVILEGE_TYPE, IS_GRANTABLE FROM information_schema.USER_PRIVILEGES "
+            f"WHERE GRANTEE = {grantee} UNION ALL "
+            f"SELECT TABLE_SCHEMA, PRIVILEGE_TYPE, IS_GRANTABLE "
+            f"FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = {grantee}")
+
+    @override
+    def process(self, output):
+        output = rows(output)
+        if output is None:
+            return None
+        grants: dict = {}
+        for line in output:
+            fields = line.split("\t")
+            if len(fields) != 3:
+                continue
+            level, privilege, grantable = fields
+            if privilege != "USAGE":
+                grants.setdefault(level, set()).add(privilege)
+            if grantable == "YES":
+                grants.setdefault(level, set()).add("GRANT OPTION")
+        return grants
+
+
+class MariadbSchemas(MariadbFact):
+    """Databases on the server (SHOW DATABASES), system schemas included: a sorted list."""
+
+    @override
+    def command(self) -> StringCommand:
+        return query("SHOW DATABASES")
+
+    @override
+    def process(self, output):
+        output = rows(output)
+        if output is None:
+            return None
+        return sorted(line.strip() for line in output if line.strip())
