@@ -152,8 +152,8 @@ class MariadbGrants(MariadbFact):
     """
 
     @override
-    def command(self, user, host) -> StringCommand:
-        grantee = sql_string(f"'{user}'@'{host}'")
+    def command(self, user, user_host) -> StringCommand:
+        grantee = sql_string(f"'{user}'@'{user_host}'")
         return query(
             f"SELECT '*', PRIVILEGE_TYPE, IS_GRANTABLE FROM information_schema.USER_PRIVILEGES "
             f"WHERE GRANTEE = {grantee} UNION ALL "

@@ -144,7 +144,8 @@ def grants(user: str, user_host: str, privileges, database: str = "*"):
     """
 
     wanted = normalise_privileges(privileges)
-    current = (host.get_fact(MariadbGrants, user=user, host=user_host) or {}).get(database, set())
+    levels = host.get_fact(MariadbGrants, user=user, user_host=user_host) or {}
+    current = levels.get(database, set())
     on = "*.*" if database == "*" else f"`{database}`.*"
     who = account(user, user_host)
     extra = sorted(set(current) - wanted)

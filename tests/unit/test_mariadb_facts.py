@@ -20,7 +20,7 @@ DOWN = [START, UNREACHABLE]
 def test_commands_never_fail_and_read_as_root_through_the_socket():
     for fact, kwargs in ((MariadbVariables(), {}), (MariadbReplicaStatus(), {}),
                          (MariadbUsers(), {}), (MariadbSchemas(), {}),
-                         (MariadbGrants(), {"user": "app", "host": "localhost"})):
+                         (MariadbGrants(), {"user": "app", "user_host": "localhost"})):
         command = str(fact.command(**kwargs).get_raw_value())
         assert command.startswith(f"echo {START} ; mariadb ")
         assert command.endswith(f"|| echo {UNREACHABLE}")
@@ -83,7 +83,7 @@ def test_grants_by_level():
 
 
 def test_grantee_is_quoted_for_sql():
-    command = str(MariadbGrants().command(user="app", host="10.99.0.0/255.255.255.0")
+    command = str(MariadbGrants().command(user="app", user_host="10.99.0.0/255.255.255.0")
                   .get_raw_value())
     assert "GRANTEE = " in command and "10.99.0.0/255.255.255.0" in command
 

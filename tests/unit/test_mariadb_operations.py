@@ -102,7 +102,7 @@ def test_hidden_password_never_shows_in_a_repr():
 
 
 def grants_fact(levels):
-    return {MariadbGrants: lambda user, host: levels}
+    return {MariadbGrants: lambda user, user_host: levels}
 
 
 def test_grants_added():
