@@ -12,6 +12,7 @@ from roles.facts.mariadb import (
     MariadbReplicaStatus,
     MariadbSchemas,
     MariadbUsers,
+    ServiceConfigState,
 )
 from roles.operations import mariadb as ops
 
@@ -176,7 +177,8 @@ def test_fresh_replica_is_seeded_with_a_consistent_gtid_dump():
     assert "mariadb -e 'STOP SLAVE; RESET MASTER'" in commands
     dump = commands[-1]
     for flag in ("--single-transaction", "--master-data=1", "--gtid", "--all-databases",
-                 "--ignore-table=mysql.gtid_slave_pos", f"--defaults-extra-file={ops.SECRET_DIR}/seed.cnf"):
+                 "--ignore-table=mysql.gtid_slave_pos",
+                 f"--defaults-extra-file={ops.SECRET_DIR}/seed.cnf"):
         assert flag in dump
     assert "SET SESSION sql_log_bin=0;" in dump  # the load must not enter the replica's binlog
     assert dump.startswith("set -o pipefail;")
@@ -215,7 +217,8 @@ def test_stopped_replica_is_reported():
 def test_replica_of_another_primary_is_reported():
     with pytest.raises(OperationError) as raised:
         seed(dict(RUNNING, Master_Host="10.99.0.99"))
-    assert "10.99.0.99" in str(raised.value) and "declared primary is 10.99.0.11" in str(raised.value)
+    assert "10.99.0.99" in str(raised.value)
+    assert "declared primary is 10.99.0.11" in str(raised.value)
 
 
 def test_connecting_io_thread_is_a_warning(caplog):
@@ -243,3 +246,38 @@ def test_privilege_names_normalised():
     assert ops.normalise_privileges("select, Insert ,REPLICATION  CLIENT") == {
         "SELECT", "INSERT", "BINLOG MONITOR"}
     assert ops.normalise_privileges("ALL PRIVILEGES") == ops.DATABASE_ALL
+
+
+# --- restart only for a config newer than the running server --------------------------------
+
+CNF = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
+
+
+def service(active="active", started=1000, mtime=900, reload=False):
+    return {ServiceConfigState: {"active": active, "started": started,
+                                 "need_daemon_reload": reload,
+                                 "mtimes": {} if mtime is None else {CNF: mtime}}}
+
+
+def restart(facts):
+    return run(ops.runs_current_config, facts, "mariadb.service", [CNF])
+
+
+def test_config_older_than_the_server_is_no_change():
+    commands, _, host = restart(service())
+    assert commands == [] and host.noops
+
+
+def test_config_written_after_the_start_restarts_once():
+    commands, _, _ = restart(service(mtime=1000))
+    assert commands == ["systemctl restart mariadb.service"]
+
+
+def test_stopped_server_is_not_restarted():
+    commands, _, _ = restart(service(active="inactive", started=None, mtime=1000))
+    assert commands == []
+
+
+def test_changed_unit_files_reload_systemd():
+    commands, _, _ = restart(service(reload=True))
+    assert commands == ["systemctl daemon-reload"]
