@@ -4,8 +4,9 @@ streaming replication: the primary holds the replication role, one physical slot
 the application roles and databases; each standby is built once with pg_basebackup through its
 slot and then only checked.
 
-Operations are ordered by where they are called (pyinfra orders by line), so in one run every
-primary's operations come before every standby's, and the primary's replication check last.
+Every PostgreSQL host passes through the same steps (a step that is not for its role is a
+no-op in the same place), so in one run the primary's role and slots exist before a standby is
+built, and the primary checks replication after its standbys have started.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from pyinfra import host, inventory, logger
+from pyinfra import host, inventory
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import apt, files, systemd
@@ -81,12 +82,12 @@ def dropin_text(cfg: HostConfig) -> str:
 
 @deploy("Install PostgreSQL")
 def install(cfg: HostConfig):
-    apt.packages(name="postgresql-common", packages=["postgresql-common"], no_recommends=True,
-                 update=True, cache_time=3600)
+    # The storage role has just refreshed the package lists.
+    apt.packages(name="postgresql-common", packages=["postgresql-common"], no_recommends=True)
     # Debian would create 15/main in /var/lib/postgresql when postgresql-15 is installed; the
     # cluster is created on the datasets instead.
     files.line(name="No default cluster on install", path="/etc/postgresql-common/createcluster.conf",
-               line=r"^#?\s*create_main_cluster\s*=.*", replace="create_main_cluster = false")
+               line=r"^#*create_main_cluster *=.*", replace="create_main_cluster = false")
     apt.packages(name="PostgreSQL 15", packages=[f"postgresql-{VERSION}",
                                                  f"postgresql-client-{VERSION}"],
                  no_recommends=True)
@@ -95,41 +96,34 @@ def install(cfg: HostConfig):
     systemd.daemon_reload(name="systemd re-reads the unit", _if=dropin.did_change)
 
 
-def configure(cfg: HostConfig, members: list[HostConfig], paths: dict):
+def only(applies: bool, why_not: str, op, **kwargs):
+    """Call `op` on this host, or a no-op in its place at the same call site.
+
+    pyinfra orders operations per host and runs them in waves, joining hosts only at operations
+    they share (the same call site). Every PostgreSQL host passes every step, so a standby's
+    pg_basebackup waits for the primary's role and slot, and the primary's replication check for
+    the standbys."""
+    if not applies:
+        kwargs = {"name": kwargs.get("name"), "reason": why_not}
+    return (op if applies else pg.not_on_this_host)(**kwargs)
+
+
+def configure(cfg: HostConfig, members: list[HostConfig], applies: bool, why_not: str):
     sized = sized_for_this_host(cfg)
-    conf = files.template(
-        name=f"{CONFIG_DIR}/postgresql.conf", src=str(TEMPLATES / "postgresql.conf.j2"),
-        dest=f"{CONFIG_DIR}/postgresql.conf", user="postgres", group="postgres", mode="644",
-        jinja_env_kwargs={"trim_blocks": True, "lstrip_blocks": True},
-        **render.postgresql_context(cfg, sized, members))
-    hba = files.template(
-        name=f"{CONFIG_DIR}/pg_hba.conf", src=str(TEMPLATES / "pg_hba.conf.j2"),
-        dest=f"{CONFIG_DIR}/pg_hba.conf", user="postgres", group="postgres", mode="640",
-        jinja_env_kwargs={"trim_blocks": True, "lstrip_blocks": True},
-        **render.pg_hba_context(cfg, members))
-    pg.apply_config(name="Reload or restart for the changed files", version=VERSION,
-                    cluster_name=CLUSTER, _if=lambda: conf.did_change() or hba.did_change())
-    systemd.service(name=f"{UNIT} running", service=UNIT, running=True)
-
-
-@deploy("PostgreSQL primary")
-def primary(cfg: HostConfig, members: list[HostConfig], paths: dict):
-    pg.cluster(name=f"Cluster {VERSION}/{CLUSTER} on {cfg.data_dataset} + {cfg.log_dataset}",
-               version=VERSION, cluster_name=CLUSTER, data_directory=paths["data_directory"],
-               wal_directory=paths["wal_directory"])
-    configure(cfg, members, paths)
-    standbys = standbys_of(cfg, members)
-    if standbys:
-        pg.login_role(name=f"Replication role {REPLICATION_USER}", role_name=REPLICATION_USER,
-                      password=secret(secrets.REPLICATION_PASSWORD), replication=True)
-    for s in standbys:
-        pg.replication_slot(name=f"Replication slot for {s.name}", slot=pg.slot_name(s.name))
-    for user in cfg.db_users:
-        pg.login_role(name=f"Role {user['name']}", role_name=user["name"],
-                      password=secret(user["password_secret"]))
-    for db in database_grants(cfg):
-        pg.database(name=f"Database {db['name']}", database_name=db["name"], owner=db["owner"],
-                    connect=db["connect"])
+    conf = only(applies, why_not, files.template,
+                name=f"{CONFIG_DIR}/postgresql.conf", src=str(TEMPLATES / "postgresql.conf.j2"),
+                dest=f"{CONFIG_DIR}/postgresql.conf", user="postgres", group="postgres",
+                mode="644", jinja_env_kwargs={"trim_blocks": True, "lstrip_blocks": True},
+                **render.postgresql_context(cfg, sized, members))
+    hba = only(applies, why_not, files.template,
+               name=f"{CONFIG_DIR}/pg_hba.conf", src=str(TEMPLATES / "pg_hba.conf.j2"),
+               dest=f"{CONFIG_DIR}/pg_hba.conf", user="postgres", group="postgres", mode="640",
+               jinja_env_kwargs={"trim_blocks": True, "lstrip_blocks": True},
+               **render.pg_hba_context(cfg, members))
+    only(applies, why_not, pg.apply_config,
+         name="Reload or restart for the changed files", version=VERSION, cluster_name=CLUSTER,
+         _if=lambda: conf.did_change() or hba.did_change())
+    only(applies, why_not, systemd.service, name=f"{UNIT} running", service=UNIT, running=True)
 
 
 def database_grants(cfg: HostConfig) -> list[dict]:
@@ -150,29 +144,61 @@ def database_grants(cfg: HostConfig) -> list[dict]:
     return list(result.values())
 
 
+@deploy("PostgreSQL primary")
+def primary(cfg: HostConfig, members: list[HostConfig], paths: dict):
+    is_primary = cfg.role == "primary"
+    why_not = "a standby is built from its primary and gets roles and databases from it"
+    only(is_primary, why_not, pg.cluster,
+         name=f"Cluster {VERSION}/{CLUSTER} on {cfg.data_dataset} + {cfg.log_dataset}",
+         version=VERSION, cluster_name=CLUSTER, data_directory=paths["data_directory"],
+         wal_directory=paths["wal_directory"])
+    configure(cfg, members, is_primary, why_not)
+    standbys = standbys_of(cfg, members) if is_primary else []
+    only(bool(standbys), "no standby follows this host", pg.login_role,
+         name=f"Replication role {REPLICATION_USER}", role_name=REPLICATION_USER,
+         password=secret(secrets.REPLICATION_PASSWORD) if standbys else None, replication=True)
+    if not is_primary:
+        return
+    # Loops on the primary only: the standby's next step (shared) waits for all of them.
+    for s in standbys:
+        pg.replication_slot(name=f"Replication slot for {s.name}", slot=pg.slot_name(s.name))
+    for user in cfg.db_users:
+        pg.login_role(name=f"Role {user['name']}", role_name=user["name"],
+                      password=secret(user["password_secret"]))
+    for db in database_grants(cfg):
+        pg.database(name=f"Database {db['name']}", database_name=db["name"], owner=db["owner"],
+                    connect=db["connect"])
+
+
 @deploy("PostgreSQL standby")
 def standby(cfg: HostConfig, members: list[HostConfig], paths: dict):
-    source = primary_of(cfg, members)
-    files.directory(name=f"{HOME} (postgres' home)", path=HOME, user="postgres",
-                    group="postgres", mode="755")
-    pg.secret_file(name=f"{PASSFILE} (replication password, 0600)", path=PASSFILE,
-                   content=pg.pgpass_line(secret(secrets.REPLICATION_PASSWORD), REPLICATION_USER),
-                   user="postgres", group="postgres", mode="600")
-    pg.standby(name=f"Standby of {source.name} (pg_basebackup through slot "
-                    f"{pg.slot_name(cfg.name)})",
-               version=VERSION, cluster_name=CLUSTER, data_directory=paths["data_directory"],
-               wal_directory=paths["wal_directory"], primary_address=source.replication_address,
-               slot=pg.slot_name(cfg.name), application_name=cfg.name, passfile=PASSFILE,
-               port=PORT, replication_user=REPLICATION_USER)
-    configure(cfg, members, paths)
-    pg.standby_health(name=f"Streaming from {source.name}", primary=source.name)
+    is_standby = cfg.role == "replica"
+    why_not = "not a standby"
+    source = primary_of(cfg, members) if is_standby else None
+    only(is_standby, why_not, files.directory, name=f"{HOME} (postgres' home)", path=HOME,
+         user="postgres", group="postgres", mode="755")
+    only(is_standby, why_not, pg.secret_file,
+         name=f"{PASSFILE} (replication password, 0600)", path=PASSFILE,
+         content=pg.pgpass_line(secret(secrets.REPLICATION_PASSWORD), REPLICATION_USER)
+         if is_standby else None,
+         user="postgres", group="postgres", mode="600")
+    only(is_standby, why_not, pg.standby,
+         name="Standby built from the primary (pg_basebackup through its slot)",
+         version=VERSION, cluster_name=CLUSTER, data_directory=paths["data_directory"],
+         wal_directory=paths["wal_directory"],
+         primary_address=source.replication_address if source else None,
+         slot=pg.slot_name(cfg.name), application_name=cfg.name, passfile=PASSFILE,
+         port=PORT, replication_user=REPLICATION_USER)
+    configure(cfg, members, is_standby, why_not)
+    only(is_standby, why_not, pg.standby_health, name="Standby streams from the primary",
+         primary=source.name if source else None)
 
 
 @deploy("PostgreSQL replication check")
 def replication_check(cfg: HostConfig, members: list[HostConfig]):
-    standbys = [s.name for s in standbys_of(cfg, members)]
-    if standbys:
-        pg.replication_health(name="Every standby streams through its slot", standbys=standbys)
+    standbys = [s.name for s in standbys_of(cfg, members)] if cfg.role == "primary" else []
+    only(bool(standbys), "no standby follows this host", pg.replication_health,
+         name="Every standby streams through its slot", standbys=standbys)
 
 
 @deploy("PostgreSQL")
@@ -181,11 +207,7 @@ def server():
     members = cluster_members(cfg)
     paths = render.postgresql_paths(cfg)
     install(cfg)
-    if cfg.role == "primary":
-        primary(cfg, members, paths)
-    if cfg.role == "replica":
-        standby(cfg, members, paths)
-    if cfg.role == "primary":
-        replication_check(cfg, members)
-    if cfg.role not in ("primary", "replica"):
-        logger.warning(f"{host.print_prefix}role {cfg.role!r}: nothing to do for PostgreSQL")
+    # Every host passes every step (see `only`): primary first, then standbys, then the check.
+    primary(cfg, members, paths)
+    standby(cfg, members, paths)
+    replication_check(cfg, members)

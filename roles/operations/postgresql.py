@@ -116,6 +116,13 @@ def _psql_script(sql: str, name: str):
     return commands
 
 
+@operation()
+def not_on_this_host(reason="", **_ignored):
+    """Stands in for a step that is not for this host (see roles/postgresql.only)."""
+    host.noop(reason or "not for this host")
+    yield from ()
+
+
 # --- cluster and configuration ----------------------------------------------------------------
 
 

@@ -91,3 +91,22 @@ def test_pyinfra_renders_templates_like_render_py(fleet, template, context):
     by_pyinfra = get_template(str(role.TEMPLATES / template),
                               {"trim_blocks": True, "lstrip_blocks": True}).render(ctx)
     assert by_pyinfra == render.render(template, ctx)
+
+
+def test_only_keeps_the_call_site_for_every_host(monkeypatch):
+    calls = []
+    monkeypatch.setattr(role.pg, "not_on_this_host", lambda **kw: calls.append(("skip", kw)))
+
+    def op(**kw):
+        calls.append(("op", kw))
+
+    role.only(True, "why", op, name="Step", value=1, _if=lambda: True)
+    role.only(False, "not a standby", op, name="Step", value=1, _if=lambda: True)
+    assert calls[0][0] == "op" and calls[0][1]["value"] == 1
+    assert calls[1] == ("skip", {"name": "Step", "reason": "not a standby"})
+
+
+def test_skip_is_a_noop():
+    from tests.unit.fact_stubs import run_operation
+    commands, host = run_operation(pg.not_on_this_host, {}, reason="not a standby", path="/x")
+    assert commands == [] and host.noops == ["not a standby"]
