@@ -15,14 +15,15 @@ from typing_extensions import override
 from pyinfra.api import FactBase, QuoteString, StringCommand
 
 DOWN = "__dbzfs_postgresql_down__"
+UP = "__dbzfs_postgresql_up__"  # pyinfra gives a fact with no output its default (None)
 SEP = "|"
 
 
 def psql(sql: str, database: str = "postgres") -> StringCommand:
-    """Run read-only SQL as postgres, unaligned, one row a line, fields split by SEP; prints DOWN
-    instead when the server does not accept connections."""
+    """Run read-only SQL as postgres, unaligned, one row a line, fields split by SEP, after an UP
+    line; prints DOWN instead when the server does not accept connections."""
     return StringCommand(
-        "if runuser -u postgres -- pg_isready -q; then",
+        "cd / && if runuser -u postgres -- pg_isready -q; then echo", UP + ";",
         "runuser -u postgres -- psql -X -A -t -q -v ON_ERROR_STOP=1",
         "-F", QuoteString(SEP), "-d", QuoteString(database), "-c", QuoteString(sql), ";",
         "else echo", DOWN + ";", "fi",
@@ -31,9 +32,9 @@ def psql(sql: str, database: str = "postgres") -> StringCommand:
 
 def _rows(output) -> list[list[str]] | None:
     lines = [line for line in output if line.strip()]
-    if lines and lines[0].strip() == DOWN:
+    if not lines or lines[0].strip() != UP:
         return None
-    return [line.split(SEP) for line in lines]
+    return [line.split(SEP) for line in lines[1:]]
 
 
 def _bool(value: str) -> bool:

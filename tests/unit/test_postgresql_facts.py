@@ -2,6 +2,7 @@
 
 from roles.facts.postgresql import (
     DOWN,
+    UP,
     PostgresqlCluster,
     PostgresqlDatabases,
     PostgresqlFileSettings,
@@ -47,12 +48,12 @@ def test_every_sql_fact_is_none_when_the_server_is_down():
 
 def test_sql_facts_check_the_server_before_asking():
     command = PostgresqlRoles().command().get_raw_value()
-    assert command.startswith("if runuser -u postgres -- pg_isready -q; then")
+    assert command.startswith(f"cd / && if runuser -u postgres -- pg_isready -q; then echo {UP};")
     assert f"echo {DOWN}" in command
 
 
 def test_file_settings_split_restart_from_errors():
-    facts = PostgresqlFileSettings().process([
+    facts = PostgresqlFileSettings().process([UP,
         "shared_buffers|postmaster|setting could not be applied|/etc/postgresql/15/main/postgresql.conf|16",
         "work_mem|user|invalid value for parameter \"work_mem\": \"lots\"|/etc/postgresql/15/main/postgresql.conf|18",
     ])
@@ -62,18 +63,18 @@ def test_file_settings_split_restart_from_errors():
 
 
 def test_file_settings_nothing_pending():
-    assert PostgresqlFileSettings().process([]) == {"restart": [], "errors": []}
+    assert PostgresqlFileSettings().process([UP]) == {"restart": [], "errors": []}
 
 
 def test_pending_restart():
-    assert PostgresqlPendingRestart().process(["max_connections", "shared_buffers"]) == [
+    assert PostgresqlPendingRestart().process([UP, "max_connections", "shared_buffers"]) == [
         "max_connections", "shared_buffers"]
 
 
 def test_roles_never_read_the_verifier_itself():
     command = PostgresqlRoles().command().get_raw_value()
     assert "sha256(convert_to(rolpassword" in command
-    facts = PostgresqlRoles().process([
+    facts = PostgresqlRoles().process([UP,
         "postgres|t|t|t||",
         "replicator|t|t|f|4096:VsAmMVPqV+eVYoT3DLp7qA==|" + "ab" * 32,
     ])
@@ -84,7 +85,7 @@ def test_roles_never_read_the_verifier_itself():
 
 
 def test_databases_with_grants():
-    facts = PostgresqlDatabases().process([
+    facts = PostgresqlDatabases().process([UP,
         "app|app|app:CREATE,app:TEMPORARY,app:CONNECT",
         "postgres|postgres|PUBLIC:TEMPORARY,PUBLIC:CONNECT,postgres:CREATE",
     ])
@@ -93,7 +94,7 @@ def test_databases_with_grants():
 
 
 def test_replication_slots():
-    facts = PostgresqlReplicationSlots().process([
+    facts = PostgresqlReplicationSlots().process([UP,
         "pg2|physical|t|0/3000148|streaming|10.99.0.22",
         "pg3|physical|f|0/2000000||",
     ])
@@ -103,11 +104,18 @@ def test_replication_slots():
 
 
 def test_wal_receiver_streaming():
-    assert PostgresqlWalReceiver().process(["t|streaming|pg2|10.99.0.21"]) == {
+    assert PostgresqlWalReceiver().process([UP, "t|streaming|pg2|10.99.0.21"]) == {
         "in_recovery": True, "status": "streaming", "slot_name": "pg2", "sender_host": "10.99.0.21"}
 
 
 def test_wal_receiver_waits_for_streaming():
     command = PostgresqlWalReceiver().command(wait=30).get_raw_value()
     assert command.startswith("for i in $(seq 30)") and "streaming" in command
-    assert PostgresqlWalReceiver().process(["f|||"])["in_recovery"] is False
+    assert PostgresqlWalReceiver().process([UP, "f|||"])["in_recovery"] is False
+
+
+def test_an_empty_result_is_not_a_stopped_server():
+    # pyinfra hands a fact without output its default (None): the UP line tells them apart.
+    assert PostgresqlReplicationSlots().process([UP]) == {}
+    assert PostgresqlFileSettings().process([UP]) == {"restart": [], "errors": []}
+    assert PostgresqlReplicationSlots().process([]) is None
