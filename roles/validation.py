@@ -401,7 +401,25 @@ def load_inventory(path: str) -> dict[str, dict]:
     return {host.name: host.data.dict() for host in inventory}
 
 
+def load_inventory_isolated(path: str) -> dict[str, dict]:
+    """load_inventory in a child process: importing pyinfra_cli monkey-patches the whole
+    interpreter for gevent, which breaks a process that already runs threads (testinfra)."""
+    import json
+    import subprocess
+
+    result = subprocess.run([sys.executable, "-m", "roles.validation", "--dump-data", path],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise RuntimeError(f"cannot load inventory {path}: {result.stderr.strip()}")
+    return json.loads(result.stdout)
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--dump-data":
+        import json
+
+        json.dump(load_inventory(argv[1]), sys.stdout, default=str)
+        return 0
     if len(argv) != 1:
         print("usage: python -m roles.validation INVENTORY", file=sys.stderr)
         return 2

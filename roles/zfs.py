@@ -8,6 +8,7 @@ from pathlib import Path
 from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
+from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, files, server, systemd
 
 from roles import render
@@ -58,8 +59,12 @@ def resolve_drives(cfg: HostConfig) -> list[str]:
 def install():
     apt.repo(name="Debian backports (contrib) for ZFS 2.3", src=BACKPORTS,
              filename="dbzfs-backports")
+    installed = host.get_fact(DebPackages)
+    missing = [p for p in ZFS_PACKAGES if p not in installed]
     apt.packages(name="ZFS packages from bookworm-backports", packages=ZFS_PACKAGES,
-                 update=True, cache_time=3600, no_recommends=True,
+                 # refresh the package lists only when something must be installed, so that a
+                 # converge of an installed host changes nothing
+                 update=bool(missing), no_recommends=True,
                  extra_install_args="-t bookworm-backports")
     server.modprobe(name="Load the zfs module", module="zfs")
     # zfsutils-linux loads the module at boot with this unit; make sure nobody disabled it.
@@ -84,6 +89,7 @@ def pool(cfg: HostConfig):
 @deploy("Datasets")
 def datasets(cfg: HostConfig):
     account = SERVICE_USERS[cfg.engine]
+    server.group(name=f"Service group {account['user']}", group=account["user"], system=True)
     server.user(name=f"Service account {account['user']}", user=account["user"], system=True,
                 home=account["home"], shell=account["shell"], ensure_home=False,
                 group=account["user"])

@@ -65,6 +65,9 @@ ON_OFF_PROPERTIES = frozenset(
 INDEX_ALIASES = {
     "acltype": {"posixacl": "posix", "noacl": "off"},
     "compression": {"gzip-6": "gzip", "zstd-3": "zstd", "zstd-fast-1": "zstd-fast"},
+    # OpenZFS 2.3 made "on" an alias of "sa" and reports xattr=sa as "on" (seen on the lab's
+    # zfs-2.3.2). The roles install 2.3; on 2.1/2.2, "on" meant directory xattrs.
+    "xattr": {"sa": "on"},
 }
 
 # Only settable when the dataset is created (or through `zfs change-key` for the key ones).

@@ -9,7 +9,7 @@ import functools
 import pytest
 
 from roles.hostdata import HostConfig
-from roles.validation import load_inventory
+from roles.validation import load_inventory_isolated
 
 
 def pytest_addoption(parser):
@@ -19,7 +19,7 @@ def pytest_addoption(parser):
 
 @functools.lru_cache(maxsize=None)
 def _inventory(path):
-    return load_inventory(path)
+    return load_inventory_isolated(path)
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,7 @@ from roles.zfs_properties import (
         ("autoreplace", "yes", "on"),
         ("acltype", "posixacl", "posix"),
         ("acltype", "noacl", "off"),
+        ("xattr", "sa", "on"),  # OpenZFS 2.3 reports sa as on
         ("dnodesize", "auto", "auto"),
         ("dnodesize", "16K", "16k"),
         ("mountpoint", "/datastore/", "/datastore"),
