@@ -32,16 +32,21 @@ def changed_operations(output: str) -> list[str]:
 
 
 def proposed_changes(output: str) -> list[str]:
-    """With --dry: rows of the "Operation / Change / Conditional Change" table that name hosts."""
+    """With --dry (and without -y): operations of the "Detected changes" table that would change
+    a host, as "operation: hosts"."""
     lines = output.splitlines()
     headers = [i for i, line in enumerate(lines)
                if "Operation" in line and "Conditional Change" in line]
-    assert headers, f"no proposed-changes table in pyinfra output:\n{output[-3000:]}"
+    assert headers, f"no detected-changes table in pyinfra output:\n{output[-3000:]}"
+    header = lines[headers[-1]]
+    change_at = header.index("Change")
+    conditional_at = header.index("Conditional Change")
     rows = []
     for line in lines[headers[-1] + 1:]:
-        if not line.strip() or line.startswith("-->"):
+        if not line.strip():
             break
-        cells = line.split()
-        if cells[-1] != "-" or not line.rstrip().endswith("-") or "(" in line:
-            rows.append(line.strip())
+        change = line[change_at:conditional_at].strip()
+        conditional = line[conditional_at:].strip()
+        if change != "-" or conditional != "-":
+            rows.append(f"{line[:change_at].strip()}: {change} / {conditional}")
     return rows
