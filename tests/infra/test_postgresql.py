@@ -17,7 +17,7 @@ from roles.facts.postgresql import (
 from roles.hostdata import HostConfig
 from roles.operations.postgresql import password_matches, slot_name, unit
 from roles.postgresql import PASSFILE, REPLICATION_USER, database_grants
-from roles.validation import load_inventory
+from tests.infra.conftest import _inventory
 from tests.infra.probe import fact
 
 engine = "postgresql"  # tests/infra/conftest.py: only hosts with this engine are checked
@@ -33,7 +33,9 @@ def psql(host, sql):
 
 @pytest.fixture(scope="module")
 def members(cfg, request):
-    hosts = load_inventory(request.config.getoption("--inventory"))
+    # conftest's cached copy: loading an inventory imports pyinfra_cli (gevent), which breaks
+    # imports once testinfra's paramiko threads run.
+    hosts = _inventory(request.config.getoption("--inventory"))
     configs = [HostConfig.from_data(n, d) for n, d in hosts.items()]
     return [c for c in configs if c.engine == cfg.engine and c.cluster == cfg.cluster]
 
