@@ -1,8 +1,8 @@
 """The PostgreSQL role: PostgreSQL 15 from Debian with its cluster created on the ZFS datasets,
-postgresql.conf / pg_hba.conf from templates/ (reload or restart only when they change), and
-streaming replication: the primary holds the replication role, one physical slot per standby,
-the application roles and databases; each standby is built once with pg_basebackup through its
-slot and then only checked.
+postgresql.conf / pg_hba.conf from templates/ (reload or restart only when the running server
+has not read them), and streaming replication: the primary holds the replication role, one
+physical slot per standby, the application roles and databases; each standby is built once with
+pg_basebackup through its slot and then only checked.
 
 Every PostgreSQL host passes through the same steps (a step that is not for its role is a
 no-op in the same place), so in one run the primary's role and slots exist before a standby is
@@ -110,19 +110,19 @@ def only(applies: bool, why_not: str, op, **kwargs):
 
 def configure(cfg: HostConfig, members: list[HostConfig], applies: bool, why_not: str):
     sized = sized_for_this_host(cfg)
-    conf = only(applies, why_not, files.template,
-                name=f"{CONFIG_DIR}/postgresql.conf", src=str(TEMPLATES / "postgresql.conf.j2"),
-                dest=f"{CONFIG_DIR}/postgresql.conf", user="postgres", group="postgres",
-                mode="644", jinja_env_kwargs={"trim_blocks": True, "lstrip_blocks": True},
-                **render.postgresql_context(cfg, sized, members))
-    hba = only(applies, why_not, files.template,
-               name=f"{CONFIG_DIR}/pg_hba.conf", src=str(TEMPLATES / "pg_hba.conf.j2"),
-               dest=f"{CONFIG_DIR}/pg_hba.conf", user="postgres", group="postgres", mode="640",
-               jinja_env_kwargs={"trim_blocks": True, "lstrip_blocks": True},
-               **render.pg_hba_context(cfg, members))
+    only(applies, why_not, files.template,
+         name=f"{CONFIG_DIR}/postgresql.conf", src=str(TEMPLATES / "postgresql.conf.j2"),
+         dest=f"{CONFIG_DIR}/postgresql.conf", user="postgres", group="postgres", mode="644",
+         jinja_env_kwargs={"trim_blocks": True, "lstrip_blocks": True},
+         **render.postgresql_context(cfg, sized, members))
+    only(applies, why_not, files.template,
+         name=f"{CONFIG_DIR}/pg_hba.conf", src=str(TEMPLATES / "pg_hba.conf.j2"),
+         dest=f"{CONFIG_DIR}/pg_hba.conf", user="postgres", group="postgres", mode="640",
+         jinja_env_kwargs={"trim_blocks": True, "lstrip_blocks": True},
+         **render.pg_hba_context(cfg, members))
     only(applies, why_not, pg.apply_config,
-         name="Reload or restart for the changed files", version=VERSION, cluster_name=CLUSTER,
-         _if=lambda: conf.did_change() or hba.did_change())
+         name="Reload or restart for changed files", version=VERSION, cluster_name=CLUSTER,
+         config_files=[f"{CONFIG_DIR}/postgresql.conf", f"{CONFIG_DIR}/pg_hba.conf"])
     only(applies, why_not, systemd.service, name=f"{UNIT} running", service=UNIT, running=True)
 
 

@@ -130,6 +130,38 @@ class PostgresqlFileSettings(FactBase):
         return {"restart": restart, "errors": errors}
 
 
+class PostgresqlConfigAge(FactBase):
+    """
+    When the running server last read its configuration (``pg_conf_load_time()``, at start and
+    at each reload) and when each of `paths` was last modified, as epoch seconds; ``None`` when
+    the server is down. A file newer than the load time has changes the server has not read.
+
+    .. code:: python
+
+        {"loaded": 1764484017.93, "files": {"/etc/postgresql/15/main/postgresql.conf": 1764484011.2}}
+    """
+
+    @override
+    def command(self, paths) -> StringCommand:
+        mtimes = [StringCommand("echo file $(date -r", QuoteString(p), "+%s.%N 2>/dev/null || echo 0)",
+                                QuoteString(p), ";") for p in paths]
+        return StringCommand(psql("SELECT extract(epoch FROM pg_conf_load_time())"), ";", *mtimes)
+
+    @override
+    def process(self, output):
+        files, rest = {}, []
+        for line in output:
+            if line.startswith("file "):
+                _, mtime, path = line.split(" ", 2)
+                files[path] = float(mtime)
+            else:
+                rest.append(line)
+        rows = _rows(rest)
+        if not rows:
+            return None
+        return {"loaded": float(rows[0][0]), "files": files}
+
+
 class PostgresqlPendingRestart(FactBase):
     """Settings changed in the files that wait for a restart (``pg_settings.pending_restart``),
     ``None`` when the server is down."""

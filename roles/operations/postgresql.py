@@ -25,6 +25,7 @@ from pyinfra.facts.files import File, Sha256File
 
 from roles.facts.postgresql import (
     PostgresqlCluster,
+    PostgresqlConfigAge,
     PostgresqlDatabases,
     PostgresqlFileSettings,
     PostgresqlPendingRestart,
@@ -164,17 +165,18 @@ def cluster(version, cluster_name, data_directory, wal_directory, locale="C.UTF-
 
 
 @operation()
-def apply_config(version, cluster_name):
+def apply_config(version, cluster_name, config_files):
     """
     Make the running server use its configuration files: a restart when a changed setting needs
     one (a ``postmaster`` setting per ``pg_file_settings``, or ``pending_restart`` after the
-    reload), else a reload. Run it only when a file changed (``_if=``). A stopped server is left
-    alone: it reads the files when it starts.
+    reload), a reload when a file is newer than the server's last read of them, else nothing. A
+    stopped server is left alone: it reads the files when it starts. Deciding from the live
+    server (not from "did the template change") also finishes the job after an interrupted run.
     """
     name = unit(version, cluster_name)
     pending = host.get_fact(PostgresqlFileSettings)
     if pending is None:
-        host.noop(f"{name} is not running: it reads the new files when it starts")
+        host.noop(f"{name} is not running: it reads its files when it starts")
         return
     if pending["errors"]:
         shown = "; ".join(f"{n}: {e} ({f}:{line})" for n, e, f, line in pending["errors"])
@@ -184,10 +186,15 @@ def apply_config(version, cluster_name):
         logger.info(f"{host.print_prefix}restart needed for: {', '.join(pending['restart'])}")
         yield StringCommand("systemctl restart", name)
         return
+    age = host.get_fact(PostgresqlConfigAge, paths=list(config_files))
+    newer = [p for p, mtime in (age or {}).get("files", {}).items() if mtime > age["loaded"]]
+    if not newer:
+        host.noop(f"{name} runs with its files as they are")
+        return
     # Reload, then wait until the postmaster has re-read the files (pg_conf_load_time moves).
     psql = "runuser -u postgres -- psql -X -A -t -c 'SELECT pg_conf_load_time()'"
     yield StringCommand(
-        f"before=$({psql}); systemctl reload {name};",
+        f"cd / && before=$({psql}); systemctl reload {name};",
         f'for i in $(seq 50); do [ "$({psql})" != "$before" ] && exit 0; sleep 0.2; done;',
         "echo 'the server did not re-read its configuration within 10 s' >&2; exit 1",
     )

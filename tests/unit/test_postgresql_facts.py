@@ -4,6 +4,7 @@ from roles.facts.postgresql import (
     DOWN,
     UP,
     PostgresqlCluster,
+    PostgresqlConfigAge,
     PostgresqlDatabases,
     PostgresqlFileSettings,
     PostgresqlPendingRestart,
@@ -119,3 +120,11 @@ def test_an_empty_result_is_not_a_stopped_server():
     assert PostgresqlReplicationSlots().process([UP]) == {}
     assert PostgresqlFileSettings().process([UP]) == {"restart": [], "errors": []}
     assert PostgresqlReplicationSlots().process([]) is None
+
+
+def test_config_age():
+    command = PostgresqlConfigAge().command(["/etc/a.conf"]).get_raw_value()
+    assert "extract(epoch FROM pg_conf_load_time())" in command and "date -r /etc/a.conf +%s.%N" in command
+    assert PostgresqlConfigAge().process([UP, "1764484017.935", "file 1764484011.2 /etc/a b.conf"]) == {
+        "loaded": 1764484017.935, "files": {"/etc/a b.conf": 1764484011.2}}
+    assert PostgresqlConfigAge().process([DOWN, "file 1 /etc/a.conf"]) is None

@@ -12,6 +12,7 @@ from pyinfra.facts.files import File, Sha256File
 
 from roles.facts.postgresql import (
     PostgresqlCluster,
+    PostgresqlConfigAge,
     PostgresqlDatabases,
     PostgresqlFileSettings,
     PostgresqlPendingRestart,
@@ -85,42 +86,55 @@ def test_cluster_elsewhere_is_refused(change, message):
 # --- reload or restart ------------------------------------------------------------------------
 
 
-def test_reload_when_only_reloadable_settings_changed():
-    commands, host = run_operation(pg.apply_config, {
-        PostgresqlFileSettings: {"restart": [], "errors": []},
-        PostgresqlPendingRestart: [],
-    }, "15", "main")
+CONF = "/etc/postgresql/15/main/postgresql.conf"
+HBA = "/etc/postgresql/15/main/pg_hba.conf"
+
+
+def age(conf=100.0, hba=100.0, loaded=200.0):
+    return {"loaded": loaded, "files": {CONF: conf, HBA: hba}}
+
+
+def apply(facts):
+    return run_operation(pg.apply_config, facts, "15", "main", [CONF, HBA])
+
+
+def test_reload_when_a_file_is_newer_than_the_last_read():
+    commands, host = apply({PostgresqlFileSettings: {"restart": [], "errors": []},
+                            PostgresqlConfigAge: age(hba=300.0), PostgresqlPendingRestart: []})
     assert len(commands) == 1
     assert "systemctl reload postgresql@15-main.service" in commands[0]
     assert "pg_conf_load_time()" in commands[0]
+    assert host.fact_calls[1][2] == {"paths": [CONF, HBA]}
+
+
+def test_nothing_when_the_server_has_read_its_files():
+    commands, host = apply({PostgresqlFileSettings: {"restart": [], "errors": []},
+                            PostgresqlConfigAge: age()})
+    assert commands == [] and "runs with its files" in host.noops[0]
 
 
 def test_restart_when_a_postmaster_setting_changed():
-    commands, host = run_operation(pg.apply_config, {
-        PostgresqlFileSettings: {"restart": ["shared_buffers"], "errors": []},
-    }, "15", "main")
+    commands, host = apply({PostgresqlFileSettings: {"restart": ["shared_buffers"], "errors": []}})
     assert commands == ["systemctl restart postgresql@15-main.service"]
 
 
 def test_restart_when_pending_after_reload():
-    commands, host = run_operation(pg.apply_config, {
-        PostgresqlFileSettings: {"restart": [], "errors": []},
-        PostgresqlPendingRestart: ["max_connections"],
-    }, "15", "main")
+    commands, host = apply({PostgresqlFileSettings: {"restart": [], "errors": []},
+                            PostgresqlConfigAge: age(conf=300.0),
+                            PostgresqlPendingRestart: ["max_connections"]})
     assert "systemctl reload" in commands[0]
     assert commands[1:] == ["systemctl restart postgresql@15-main.service"]
 
 
 def test_stopped_server_is_not_touched():
-    commands, host = run_operation(pg.apply_config, {PostgresqlFileSettings: None}, "15", "main")
+    commands, host = apply({PostgresqlFileSettings: None})
     assert commands == [] and "not running" in host.noops[0]
 
 
 def test_rejected_configuration_stops_before_reload():
     with pytest.raises(OperationError, match="work_mem: invalid value"):
-        run_operation(pg.apply_config, {PostgresqlFileSettings: {
-            "restart": [], "errors": [("work_mem", "invalid value", "/etc/x.conf", 3)]}},
-            "15", "main")
+        apply({PostgresqlFileSettings: {
+            "restart": [], "errors": [("work_mem", "invalid value", "/etc/x.conf", 3)]}})
 
 
 # --- roles: passwords only as SCRAM verifiers, through a root-only file -----------------------
