@@ -91,9 +91,9 @@ def install(cfg: HostConfig):
     apt.packages(name="PostgreSQL 15", packages=[f"postgresql-{VERSION}",
                                                  f"postgresql-client-{VERSION}"],
                  no_recommends=True)
-    dropin = files.put(name=f"{UNIT} after the ZFS mounts", src=io.StringIO(dropin_text(cfg)),
-                       dest=DROPIN, mode="644", create_remote_dir=True)
-    systemd.daemon_reload(name="systemd re-reads the unit", _if=dropin.did_change)
+    files.put(name=f"{UNIT} after the ZFS mounts", src=io.StringIO(dropin_text(cfg)),
+              dest=DROPIN, mode="644", create_remote_dir=True)
+    pg.unit_files_loaded(name="systemd re-reads the unit", unit_name=UNIT)
 
 
 def only(applies: bool, why_not: str, op, **kwargs):

@@ -312,3 +312,16 @@ class PostgresqlWalReceiver(FactBase):
         in_recovery, status, slot_name, sender_host = rows[-1]
         return {"in_recovery": _bool(in_recovery), "status": status, "slot_name": slot_name,
                 "sender_host": sender_host}
+
+
+class SystemdNeedsReload(FactBase):
+    """Whether systemd's loaded copy of `unit` is older than its files on disk (unit file or
+    drop-ins): ``systemctl show -p NeedDaemonReload``."""
+
+    @override
+    def command(self, unit) -> StringCommand:
+        return StringCommand("systemctl show -p NeedDaemonReload --value", QuoteString(unit))
+
+    @override
+    def process(self, output):
+        return any(line.strip() == "yes" for line in output)

@@ -32,6 +32,7 @@ from roles.facts.postgresql import (
     PostgresqlReplicationSlots,
     PostgresqlRoles,
     PostgresqlWalReceiver,
+    SystemdNeedsReload,
 )
 
 PRIVATE_DIR = "/run/dbzfs"  # tmpfs, root only: secret-bearing files exist only here, briefly
@@ -122,6 +123,16 @@ def not_on_this_host(reason="", **_ignored):
     """Stands in for a step that is not for this host (see roles/postgresql.only)."""
     host.noop(reason or "not for this host")
     yield from ()
+
+
+@operation()
+def unit_files_loaded(unit_name):
+    """systemctl daemon-reload when systemd holds an older copy of the unit's files (decided by
+    systemd itself, so a dry run proposes nothing once they are loaded)."""
+    if host.get_fact(SystemdNeedsReload, unit=unit_name):
+        yield "systemctl daemon-reload"
+    else:
+        host.noop(f"systemd has loaded the current files of {unit_name}")
 
 
 # --- cluster and configuration ----------------------------------------------------------------

@@ -11,6 +11,7 @@ from roles.facts.postgresql import (
     PostgresqlReplicationSlots,
     PostgresqlRoles,
     PostgresqlWalReceiver,
+    SystemdNeedsReload,
 )
 
 DATA = "/datastore/postgresql/15/main"
@@ -128,3 +129,8 @@ def test_config_age():
     assert PostgresqlConfigAge().process([UP, "1764484017.935", "file 1764484011.2 /etc/a b.conf"]) == {
         "loaded": 1764484017.935, "files": {"/etc/a b.conf": 1764484011.2}}
     assert PostgresqlConfigAge().process([DOWN, "file 1 /etc/a.conf"]) is None
+
+
+def test_systemd_needs_reload():
+    assert SystemdNeedsReload().process(["yes"]) is True
+    assert SystemdNeedsReload().process(["no"]) is False

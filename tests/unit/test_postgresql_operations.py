@@ -19,6 +19,7 @@ from roles.facts.postgresql import (
     PostgresqlReplicationSlots,
     PostgresqlRoles,
     PostgresqlWalReceiver,
+    SystemdNeedsReload,
 )
 from roles.operations import postgresql as pg
 
@@ -362,3 +363,12 @@ def test_primary_quiet_when_every_standby_streams(caplog):
         commands, host = run_operation(pg.replication_health, {PostgresqlReplicationSlots: slots},
                                        ["pg2"])
     assert commands == [] and caplog.text == ""
+
+
+def test_daemon_reload_only_when_systemd_holds_old_files():
+    commands, host = run_operation(pg.unit_files_loaded, {SystemdNeedsReload: True},
+                                   "postgresql@15-main.service")
+    assert commands == ["systemctl daemon-reload"]
+    commands, host = run_operation(pg.unit_files_loaded, {SystemdNeedsReload: False},
+                                   "postgresql@15-main.service")
+    assert commands == [] and host.noops
