@@ -213,6 +213,8 @@ MODULE_ORDER = ["test_lab.py", "test_zfs_role.py", "test_mariadb_role.py",
 
 def pytest_collection_modifyitems(session, config, items):
     def rank(item):
+        if "e2e" not in item.path.parts:
+            return -1  # unit tests first: they fail in seconds
         name = item.path.name
         return MODULE_ORDER.index(name) if name in MODULE_ORDER else len(MODULE_ORDER)
     items.sort(key=rank)  # stable: tests keep their order inside a module
