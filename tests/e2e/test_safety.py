@@ -13,7 +13,7 @@ def test_refuses_a_drive_holding_a_filesystem(converged):
     lab = converged
     victim = "pg2"
     lab.reset_drives(victim)
-    target = lab.vms[victim].drive_ids[5]
+    target = "/dev/disk/by-id/" + lab.vms[victim].drive_ids[5]
     lab.check(victim, f"mkfs.ext4 -q -F {target}")
     before = lab.check(victim, SIGNATURES)
     result = lab.pyinfra("--limit", victim)
