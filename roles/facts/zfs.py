@@ -40,6 +40,17 @@ def _props_table(output, with_name: bool) -> dict:
     return data
 
 
+def _if_pool_exists(pool: str, command: str) -> StringCommand:
+    """`command POOL` only when the pool is imported: no output (None) instead of an error."""
+    return StringCommand(
+        "if zpool list -H -o name",
+        QuoteString(pool),
+        f">/dev/null 2>&1; then {command}",
+        QuoteString(pool),
+        "; fi",
+    )
+
+
 def disk_of(path: str) -> str:
     """The drive a vdev path stands for.
 
@@ -95,13 +106,7 @@ class ZpoolTopology(FactBase):
     @override
     def command(self, pool) -> StringCommand:
         # Not -L: it resolves the by-id links the pool was created with to /dev/nvmeXnY.
-        return StringCommand(
-            "if zpool list -H -o name",
-            QuoteString(pool),
-            ">/dev/null 2>&1; then zpool status -P",
-            QuoteString(pool),
-            "; fi",
-        )
+        return _if_pool_exists(pool, "zpool status -P")
 
     @override
     def process(self, output):
@@ -215,13 +220,7 @@ class ZpoolProperties(FactBase):
 
     @override
     def command(self, pool) -> StringCommand:
-        return StringCommand(
-            "if zpool list -H -o name",
-            QuoteString(pool),
-            ">/dev/null 2>&1; then zpool get -H -p -o property,value,source all",
-            QuoteString(pool),
-            "; fi",
-        )
+        return _if_pool_exists(pool, "zpool get -H -p -o property,value,source all")
 
     @override
     def process(self, output):
