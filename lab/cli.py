@@ -12,9 +12,11 @@ from .vm import LabError
 
 USAGE = """python -m lab COMMAND
 
-  image               build the guest image if needed (cached in /var/cache/dbzfs-lab/images)
+  image [bare]        build the guest image if needed (cached in /var/cache/dbzfs-lab/images);
+                      bare: the variant without ZFS that bare_vms boot from
   up [NAME...]        build the image if needed, start the apt cache, boot the VMs (in parallel),
-                      wait until ssh answers; VMs already running are left alone
+                      wait until ssh answers; VMs already running are left alone. Without
+                      names: the lab's VMs; bare_vms (lab.yaml) boot only when named
   status              the image, the apt cache and each VM
   ssh NAME [CMD...]   a shell (or a command) on a VM as root
   reset-drives NAME   stop the VM if running, recreate its empty NVMe drive files
@@ -57,9 +59,12 @@ def main(argv=None):
     try:
         lab = load()
         if a.command == "image":
-            d = image.ensure(lab, log=log)
-            m = image.manifest(lab)
-            log(f"==> image {d}: kernel {m['kernel']}, zfs {m['zfs']} (built in {m['build_seconds']} s)")
+            variant = a.args[0] if a.args else "zfs"
+            if variant not in image.VARIANTS:
+                raise LabError(f"image: unknown variant {variant!r} (have: {', '.join(image.VARIANTS)})")
+            d = image.ensure(lab, variant, log=log)
+            m = image.manifest(lab, variant)
+            log(f"==> image {d}: kernel {m['kernel']}, zfs {m['zfs'] or 'none'} (built in {m['build_seconds']} s)")
         elif a.command in ("up", "converge"):
             try:
                 if a.command == "up":

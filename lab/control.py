@@ -42,18 +42,22 @@ def lab_env():
     return env
 
 
-def prune_images(current, keep=2, log=print):
-    """Remove cached images older than the `keep` newest (the current one always stays)."""
+def prune_images(lab, keep=2, log=print):
+    """Remove cached images older than the `keep` newest (the current ones always stay)."""
+    current = {image.path(lab, v) for v in image.VARIANTS}
     built = sorted((d for d in image.IMAGES.iterdir() if (d / "manifest.json").exists()),
                    key=lambda d: (d / "manifest.json").stat().st_mtime, reverse=True)
     for d in built[keep:]:
-        if d != current:
+        if d not in current:
             log(f"==> image: removing old image {d}")
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _select(lab, names):
-    return [lab.vm(n) for n in names] if names else list(lab.vms.values())
+def _select(lab, names, everything=False):
+    """The named VMs; by default the lab's (or, with everything, the bare VMs too)."""
+    if names:
+        return [lab.vm(n) for n in names]
+    return list((lab.all_vms if everything else lab.vms).values())
 
 
 def up(lab=None, names=None, log=print):
@@ -65,23 +69,24 @@ def up(lab=None, names=None, log=print):
     t0 = time.monotonic()
     port = int(lab.network.get("apt_cache_port", 3142))
     guest_addr = lab.network.get("apt_cache_guest_address", "10.0.2.100")
-    image_dir = image.ensure(lab, log=log)
-    prune_images(image_dir, log=log)
+    image_dirs = {variant: image.ensure(lab, variant, log=log)
+                  for variant in dict.fromkeys(vm.image for vm in vms)}
+    prune_images(lab, log=log)
     aptcache.ensure(port, log=log)
     vmmod.ensure_key()
     vmmod.write_ssh_config(lab)
     vmmod.ensure_switch()
-    accel = vmmod.accel(image_dir, log=log)
+    accel = vmmod.accel(next(iter(image_dirs.values())), log=log)
     booting = []
     for vm in vms:
         if vmmod.pid(vm):
             log(f"==> {vm.name}: already running (pid {vmmod.pid(vm)})")
             continue
-        vmmod.prepare(vm, image_dir, log=log)
-        log(f"==> {vm.name}: booting ({accel}, {vm.vcpus} vCPU, {vm.memory} MiB, {vm.drive_count} NVMe drives; "
-            f"console: {rel(vm.console_log)})")
+        vmmod.prepare(vm, image_dirs[vm.image], log=log)
+        log(f"==> {vm.name}: booting ({accel}, {vm.vcpus} vCPU, {vm.memory} MiB, {vm.drive_count} NVMe drives"
+            f"{', bare image' if vm.image == 'bare' else ''}; console: {rel(vm.console_log)})")
         try:
-            vmmod.start(vm, image_dir, accel, port, guest_addr)
+            vmmod.start(vm, image_dirs[vm.image], accel, port, guest_addr)
         except LabError:
             vmmod.stop(booting, timeout=0, log=log)
             raise
@@ -100,10 +105,10 @@ def up(lab=None, names=None, log=print):
 
 
 def down(lab=None, names=None, timeout=60, log=print):
-    """Stop VMs (all by default); safe to run any time. With all VMs, also kills any stray qemu
-    started from this checkout's .lab/ and the private network's switch."""
+    """Stop VMs (all by default, bare ones too); safe to run any time. With all VMs, also kills any
+    stray qemu started from this checkout's .lab/ and the private network's switch."""
     lab = lab or load()
-    vms = _select(lab, names)
+    vms = _select(lab, names, everything=True)
     vmmod.stop(vms, timeout=timeout, log=log)
     if not names:
         strays = vmmod.stray_qemus()
@@ -111,7 +116,7 @@ def down(lab=None, names=None, timeout=60, log=print):
             log(f"==> killing stray qemu processes {strays}")
             vmmod._kill(strays, log, "qemu")
         vmmod.stop_switch()
-    if not any(vmmod.pid(vm) for vm in lab.vms.values()):
+    if not any(vmmod.pid(vm) for vm in lab.all_vms.values()):
         vmmod.stop_switch()
 
 
@@ -130,13 +135,14 @@ def wipe(lab=None, names=None, log=print):
 
 def status(lab=None, log=print):
     lab = lab or load()
-    img = image.path(lab)
-    log(f"image: {img if image.is_built(lab) else 'not built (' + str(img) + ')'}")
+    for variant in image.VARIANTS:
+        img = image.path(lab, variant)
+        log(f"image ({variant}): {img if image.is_built(lab, variant) else 'not built (' + str(img) + ')'}")
     log(f"apt cache: {'up' if aptcache.answers(int(lab.network.get('apt_cache_port', 3142))) else 'down'} "
         f"on 127.0.0.1:{lab.network.get('apt_cache_port', 3142)}")
     log(f"{'VM':6} {'state':20} {'ssh':16} {'private':12} {'engine':11} {'role':8} console")
     rows = {}
-    for vm in lab.vms.values():
+    for vm in lab.all_vms.values():
         p = vmmod.pid(vm)
         state = f"running (pid {p})" if p else "stopped"
         ssh = ("answers" if vmmod.ssh_answers(vm) else "no answer") if p else "-"

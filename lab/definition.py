@@ -52,6 +52,7 @@ class VM:
     drive_count: int
     drive_size: int  # bytes
     drive_serial: str  # format with {vm} and {index}
+    image: str = "zfs"  # "zfs": the lab image; "bare": Debian 12 without ZFS or kernel headers
 
     @property
     def serials(self):
@@ -96,19 +97,24 @@ class VM:
 
 @dataclass(frozen=True)
 class Lab:
-    vms: dict  # name -> VM, in definition order
+    vms: dict  # name -> VM, in definition order: the lab that `up` and `converge` run
     image: dict
     network: dict = field(default_factory=dict)
+    bare: dict = field(default_factory=dict)  # name -> VM on the bare image, booted only by name
 
     @property
     def names(self):
         return list(self.vms)
 
+    @property
+    def all_vms(self):
+        return {**self.vms, **self.bare}
+
     def vm(self, name):
         try:
-            return self.vms[name]
+            return self.all_vms[name]
         except KeyError:
-            raise LabDefinitionError(f"no VM {name!r} in {DEFINITION} (have: {', '.join(self.vms)})") from None
+            raise LabDefinitionError(f"no VM {name!r} in {DEFINITION} (have: {', '.join(self.all_vms)})") from None
 
 
 def load(path=DEFINITION):
@@ -127,50 +133,59 @@ def _check(raw):
     network = raw.get("network") or {}
     image = raw.get("image") or {}
     for key in ("suite", "mirror", "security_mirror", "components", "size", "base_packages",
-                "kernel_packages", "zfs_packages"):
+                "kernel_packages", "header_packages", "zfs_packages"):
         if key not in image:
             raise LabDefinitionError(f"image: missing {key!r}")
     prefix = int(network.get("private_prefix", 24))
-    vms = {}
-    for name, spec in raw["vms"].items():
-        if not re.fullmatch(r"[a-z][a-z0-9-]{0,15}", str(name)):
-            raise LabDefinitionError(f"VM name {name!r}: use lowercase letters, digits, '-'")
-        s = {**defaults, **(spec or {})}
-        unknown = set(s) - {"engine", "role", "primary", "server_id", "ssh_port", "private_address",
-                            "memory", "vcpus", "drive_count", "drive_size", "drive_serial"}
-        if unknown:
-            raise LabDefinitionError(f"{name}: unknown keys {sorted(unknown)}")
-        for key in ("engine", "role", "ssh_port", "private_address", "memory", "vcpus",
-                    "drive_count", "drive_size", "drive_serial"):
-            if s.get(key) is None:
-                raise LabDefinitionError(f"{name}: missing {key!r}")
-        if s["engine"] not in ENGINES:
-            raise LabDefinitionError(f"{name}: engine must be one of {ENGINES}")
-        if s["role"] not in ROLES:
-            raise LabDefinitionError(f"{name}: role must be one of {ROLES}")
-        if (s["role"] == "replica") != bool(s.get("primary")):
-            raise LabDefinitionError(f"{name}: a replica names its primary, a primary does not")
-        address = str(ipaddress.ip_address(str(s["private_address"]).split("/")[0]))
-        vm = VM(name=name, engine=s["engine"], role=s["role"], primary=s.get("primary"),
-                server_id=s.get("server_id"), ssh_port=int(s["ssh_port"]),
-                private_address=address, private_prefix=prefix, memory=int(s["memory"]),
-                vcpus=int(s["vcpus"]), drive_count=int(s["drive_count"]),
-                drive_size=parse_size(s["drive_size"]), drive_serial=str(s["drive_serial"]))
-        serials = vm.serials
-        if len(set(serials)) != len(serials) or any(len(x) > 20 for x in serials):
-            raise LabDefinitionError(f"{name}: drive serials must be unique and <= 20 characters")
-        if len({len(x) for x in serials}) != 1 or s["drive_serial"].count("{index") != 1:
-            raise LabDefinitionError(f"{name}: drive_serial needs one fixed-width {{index:0Nd}}")
-        vms[name] = vm
-    for vm in vms.values():
-        if vm.primary and (vm.primary not in vms or vms[vm.primary].engine != vm.engine
-                           or vms[vm.primary].role != "primary"):
+    vms = {name: _vm(name, {**defaults, **(spec or {})}, prefix, "zfs") for name, spec in raw["vms"].items()}
+    bare = raw.get("bare_vms") or {}
+    if not isinstance(bare, dict):
+        raise LabDefinitionError("'bare_vms' must be a mapping")
+    bare = {name: _vm(name, {**defaults, **(spec or {})}, prefix, "bare") for name, spec in bare.items()}
+    if set(bare) & set(vms):
+        raise LabDefinitionError(f"VM names in both vms and bare_vms: {sorted(set(bare) & set(vms))}")
+    everything = {**vms, **bare}
+    for vm in everything.values():
+        if vm.primary and (vm.primary not in everything or everything[vm.primary].engine != vm.engine
+                           or everything[vm.primary].role != "primary"
+                           or everything[vm.primary].image != vm.image):
             raise LabDefinitionError(f"{vm.name}: primary {vm.primary!r} is not a {vm.engine} primary here")
     for attr in ("ssh_port", "private_address"):
-        values = [getattr(v, attr) for v in vms.values()]
+        values = [getattr(v, attr) for v in everything.values()]
         if len(set(values)) != len(values):
             raise LabDefinitionError(f"{attr} must differ between VMs")
-    all_serials = [s for v in vms.values() for s in v.serials]
+    all_serials = [s for v in everything.values() for s in v.serials]
     if len(set(all_serials)) != len(all_serials):
         raise LabDefinitionError("drive serials must differ between VMs")
-    return Lab(vms=vms, image=image, network=network)
+    return Lab(vms=vms, image=image, network=network, bare=bare)
+
+
+def _vm(name, s, prefix, image):
+    if not re.fullmatch(r"[a-z][a-z0-9-]{0,15}", str(name)):
+        raise LabDefinitionError(f"VM name {name!r}: use lowercase letters, digits, '-'")
+    unknown = set(s) - {"engine", "role", "primary", "server_id", "ssh_port", "private_address",
+                        "memory", "vcpus", "drive_count", "drive_size", "drive_serial"}
+    if unknown:
+        raise LabDefinitionError(f"{name}: unknown keys {sorted(unknown)}")
+    for key in ("engine", "role", "ssh_port", "private_address", "memory", "vcpus",
+                "drive_count", "drive_size", "drive_serial"):
+        if s.get(key) is None:
+            raise LabDefinitionError(f"{name}: missing {key!r}")
+    if s["engine"] not in ENGINES:
+        raise LabDefinitionError(f"{name}: engine must be one of {ENGINES}")
+    if s["role"] not in ROLES:
+        raise LabDefinitionError(f"{name}: role must be one of {ROLES}")
+    if (s["role"] == "replica") != bool(s.get("primary")):
+        raise LabDefinitionError(f"{name}: a replica names its primary, a primary does not")
+    address = str(ipaddress.ip_address(str(s["private_address"]).split("/")[0]))
+    vm = VM(name=name, engine=s["engine"], role=s["role"], primary=s.get("primary"),
+            server_id=s.get("server_id"), ssh_port=int(s["ssh_port"]),
+            private_address=address, private_prefix=prefix, memory=int(s["memory"]),
+            vcpus=int(s["vcpus"]), drive_count=int(s["drive_count"]),
+            drive_size=parse_size(s["drive_size"]), drive_serial=str(s["drive_serial"]), image=image)
+    serials = vm.serials
+    if len(set(serials)) != len(serials) or any(len(x) > 20 for x in serials):
+        raise LabDefinitionError(f"{name}: drive serials must be unique and <= 20 characters")
+    if len({len(x) for x in serials}) != 1 or s["drive_serial"].count("{index") != 1:
+        raise LabDefinitionError(f"{name}: drive_serial needs one fixed-width {{index:0Nd}}")
+    return vm

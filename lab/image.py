@@ -1,7 +1,10 @@
-"""The lab's Debian 12 guest image: debootstrap + bookworm kernel (held) + ZFS DKMS from backports.
+"""The lab's Debian 12 guest images, in two variants from one recipe:
+  zfs   debootstrap + bookworm kernel and headers (held) + ZFS DKMS from backports: the lab's VMs
+  bare  debootstrap + bookworm kernel (held), main only, no headers, no ZFS, no backports: a fresh
+        server as the installer leaves it, for proving the storage role's ZFS install
 
 Cached under /var/cache/dbzfs-lab/images/<key>/ where <key> hashes everything that goes into the
-image (the `image` section of lab.yaml, this file, lab/guest/*), so a second `ensure()` is
+image (the variant, the `image` section of lab.yaml, this file, lab/guest/*), so a second `ensure()` is
 instant and any recipe change builds a new image. A build happens in a temporary directory that
 is renamed into place only when complete: a failed or interrupted build leaves no image behind
 (and the next build removes its leftovers).
@@ -35,9 +38,15 @@ class ImageBuildError(RuntimeError):
     pass
 
 
-def key(lab):
+VARIANTS = ("zfs", "bare")
+
+
+def key(lab, variant="zfs"):
     """Hash of everything that goes into the image."""
+    if variant not in VARIANTS:
+        raise ValueError(f"image variant {variant!r}: one of {VARIANTS}")
     h = hashlib.sha256()
+    h.update(variant.encode() + b"\0")
     h.update(json.dumps(lab.image, sort_keys=True).encode())
     h.update(json.dumps({k: lab.network.get(k) for k in ("apt_cache_port", "apt_cache_guest_address")},
                         sort_keys=True).encode())
@@ -47,16 +56,16 @@ def key(lab):
     return h.hexdigest()[:16]
 
 
-def path(lab):
-    return IMAGES / key(lab)
+def path(lab, variant="zfs"):
+    return IMAGES / key(lab, variant)
 
 
-def is_built(lab):
-    return (path(lab) / "manifest.json").exists()
+def is_built(lab, variant="zfs"):
+    return (path(lab, variant) / "manifest.json").exists()
 
 
-def manifest(lab):
-    return json.loads((path(lab) / "manifest.json").read_text())
+def manifest(lab, variant="zfs"):
+    return json.loads((path(lab, variant) / "manifest.json").read_text())
 
 
 @contextmanager
@@ -67,18 +76,18 @@ def _lock():
         yield
 
 
-def ensure(lab, log=print):
+def ensure(lab, variant="zfs", log=print):
     """Return the image directory, building it first if needed."""
-    target = path(lab)
-    if is_built(lab):
+    target = path(lab, variant)
+    if is_built(lab, variant):
         return target
     with _lock():
-        if is_built(lab):  # built by someone else while we waited
+        if is_built(lab, variant):  # built by someone else while we waited
             return target
         _remove_leftovers()
         tmp = IMAGES / f".build-{target.name}-{os.getpid()}"
         try:
-            _build(lab, tmp, log)
+            _build(lab, variant, tmp, log)
             os.rename(tmp, target)
         except BaseException:
             _remove_tree(tmp)
@@ -113,8 +122,11 @@ def _remove_leftovers():
         _remove_tree(d)
 
 
-def _build(lab, tmp, log):
-    spec = lab.image
+def _build(lab, variant, tmp, log):
+    spec = dict(lab.image)
+    bare = variant == "bare"
+    if bare:
+        spec["components"] = ["main"]
     port = int(lab.network.get("apt_cache_port", 3142))
     guest_proxy = GUEST_PROXY.format(address=lab.network.get("apt_cache_guest_address", "10.0.2.100"), port=port)
     aptcache.ensure(port, log=log)
@@ -148,7 +160,7 @@ def _build(lab, tmp, log):
         p.write_text(text)
         p.chmod(mode)
 
-    step(f"building Debian {spec['suite']} image {tmp.name[7:23]} (log: {build_log})")
+    step(f"building Debian {spec['suite']} image {tmp.name[7:23]}, {variant} (log: {build_log})")
     step("debootstrap")
     run("debootstrap", "--variant=minbase", f"--components={','.join(spec['components'])}",
         f"--include={','.join(spec['base_packages'])}", spec["suite"], str(root), spec["mirror"])
@@ -157,7 +169,7 @@ def _build(lab, tmp, log):
           f"deb {spec['mirror']} {suite} {comps}\n"
           f"deb {spec['mirror']} {suite}-updates {comps}\n"
           f"deb {spec['security_mirror']} {suite}-security {comps}\n"
-          f"deb {spec['mirror']} {suite}-backports {comps}\n")
+          + ("" if bare else f"deb {spec['mirror']} {suite}-backports {comps}\n"))
     write("/etc/apt/apt.conf.d/01proxy", f'Acquire::http::Proxy "{BUILD_PROXY.format(port=port)}";\n')
     write("/usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n", 0o755)
     for fs, args in (("proc", ["-t", "proc", "proc"]), ("sys", ["-t", "sysfs", "sysfs"]),
@@ -168,13 +180,16 @@ def _build(lab, tmp, log):
         chroot("apt-get", "update", "-q")
         chroot("apt-get", "dist-upgrade", "-y", "-q")
         chroot("apt-get", "install", "-y", "-q", "--no-install-recommends", *spec["kernel_packages"])
+        if not bare:
+            chroot("apt-get", "install", "-y", "-q", "--no-install-recommends", *spec["header_packages"])
         installed = subprocess.run(
             ["chroot", str(root), "dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package}\n", "linux-image-*",
              "linux-headers-*"], capture_output=True, text=True, env=env).stdout.splitlines()
         chroot("apt-mark", "hold", *sorted({line.split()[1] for line in installed if line.startswith("ii")}))
-        step(f"ZFS from {suite}-backports (DKMS build)")
-        chroot("apt-get", "install", "-y", "-q", "--no-install-recommends", "-t", f"{suite}-backports",
-               *spec["zfs_packages"])
+        if not bare:
+            step(f"ZFS from {suite}-backports (DKMS build)")
+            chroot("apt-get", "install", "-y", "-q", "--no-install-recommends", "-t", f"{suite}-backports",
+                   *spec["zfs_packages"])
         chroot("apt-get", "clean")
     finally:
         _unmount_all(root)
@@ -183,10 +198,11 @@ def _build(lab, tmp, log):
         raise ImageBuildError(f"expected one kernel in the image, found {[k.name for k in kernels]}")
     kver = kernels[0].name
     zfs_ko = list(kernels[0].rglob("zfs.ko*"))
-    if not zfs_ko:
-        raise ImageBuildError(f"no zfs.ko built for {kver} (see {build_log})")
-    zfs_version = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f", "${Version}", "zfsutils-linux"],
-                                 capture_output=True, text=True).stdout
+    if bare == bool(zfs_ko):
+        raise ImageBuildError(f"{'a' if zfs_ko else 'no'} zfs.ko for {kver} in the {variant} image (see {build_log})")
+    zfs_version = None if bare else subprocess.run(
+        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Version}", "zfsutils-linux"],
+        capture_output=True, text=True).stdout
 
     step("configuring the guest")
     (root / "usr/sbin/policy-rc.d").unlink()
@@ -196,7 +212,8 @@ def _build(lab, tmp, log):
     write("/etc/network/interfaces",
           "auto lo\niface lo inet loopback\n\n# user-mode NIC (ssh, apt cache); eth1 (private network) is set"
           " by dbzfs-lab-boot\nauto eth0\niface eth0 inet dhcp\n")
-    write("/etc/modules-load.d/zfs.conf", "zfs\n")
+    if not bare:
+        write("/etc/modules-load.d/zfs.conf", "zfs\n")
     write("/etc/ssh/sshd_config.d/dbzfs-lab.conf", "PermitRootLogin prohibit-password\nUseDNS no\n")
     shutil.copy(GUEST_FILES / "dbzfs-lab-boot", root / "usr/local/sbin/dbzfs-lab-boot")
     shutil.copy(GUEST_FILES / "dbzfs-lab-boot.service", root / "etc/systemd/system/dbzfs-lab-boot.service")
@@ -219,6 +236,6 @@ def _build(lab, tmp, log):
     _remove_tree(root)
     seconds = round(time.monotonic() - started)
     (tmp / "manifest.json").write_text(json.dumps(
-        {"key": tmp.name[7:23], "suite": suite, "kernel": kver, "zfs": zfs_version, "build_seconds": seconds,
+        {"key": tmp.name[7:23], "variant": variant, "suite": suite, "kernel": kver, "zfs": zfs_version, "build_seconds": seconds,
          "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2) + "\n")
-    step(f"image ready: kernel {kver}, zfs {zfs_version}, built in {seconds} s")
+    step(f"image ready ({variant}): kernel {kver}, zfs {zfs_version or 'none'}, built in {seconds} s")

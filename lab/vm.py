@@ -153,7 +153,7 @@ def ensure_key():
 def write_ssh_config(lab):
     STATE.mkdir(parents=True, exist_ok=True)
     blocks = [f"# Written by `python -m lab` from lab/lab.yaml: the lab's VMs on host loopback.\n"]
-    for vm in lab.vms.values():
+    for vm in lab.all_vms.values():
         blocks.append(f"Host {vm.name}\n  HostName 127.0.0.1\n  Port {vm.ssh_port}\n  User root\n"
                       f"  IdentityFile {SSH_KEY}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
                       f"  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")

@@ -9,9 +9,10 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.server import KernelVersion, LinuxDistribution
 from pyinfra.operations import apt, files, server, systemd
 
-from roles import render
+from roles import render, zfs_packages
 from roles.facts.drives import DrivesByPattern
 from roles.facts.hardware import HostHardware
 from roles.facts.zfs import ZpoolProperties
@@ -20,8 +21,6 @@ from roles.operations import zfs as zfs_ops
 from roles.operations import zpool
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-BACKPORTS = "deb http://deb.debian.org/debian bookworm-backports main contrib"
-ZFS_PACKAGES = ["linux-headers-amd64", "zfs-dkms", "zfsutils-linux", "zfs-zed"]
 # The engine's service account, created here with the same attributes Debian's packages use so
 # that the dataset mountpoints can be owned by it before the server is installed.
 SERVICE_USERS = {
@@ -57,15 +56,23 @@ def resolve_drives(cfg: HostConfig) -> list[str]:
 
 @deploy("Install ZFS")
 def install():
-    apt.repo(name="Debian backports (contrib) for ZFS 2.3", src=BACKPORTS,
-             filename="dbzfs-backports")
-    installed = host.get_fact(DebPackages)
-    missing = [p for p in ZFS_PACKAGES if p not in installed]
-    apt.packages(name="ZFS packages from bookworm-backports", packages=ZFS_PACKAGES,
-                 # refresh the package lists only when something must be installed, so that a
-                 # converge of an installed host changes nothing
-                 update=bool(missing), no_recommends=True,
-                 extra_install_args="-t bookworm-backports")
+    try:
+        suite = zfs_packages.suite(host.get_fact(LinuxDistribution))
+        installed = host.get_fact(DebPackages)
+        headers = zfs_packages.header_packages(host.get_fact(KernelVersion), installed)
+    except zfs_packages.InstallError as e:
+        raise PyinfraError(f"{host.name}: {e}; nothing was changed.") from None
+    apt.repo(name=f"Debian {suite}-backports (contrib) for ZFS 2.3",
+             src=zfs_packages.backports_source(suite), filename="dbzfs-backports")
+    # Refresh the package lists only when something must be installed, so that a converge of an
+    # installed host changes nothing.
+    if zfs_packages.missing(headers + zfs_packages.ZFS_PACKAGES, installed):
+        apt.update(name="Refresh the package lists")
+    apt.packages(name="Kernel headers for the ZFS module build (running kernel, kernel metapackages)",
+                 packages=headers, no_recommends=True)
+    apt.packages(name=f"ZFS from {suite}-backports (DKMS builds the module: minutes)",
+                 packages=zfs_packages.ZFS_PACKAGES, no_recommends=True,
+                 extra_install_args=f"-t {suite}-backports")
     server.modprobe(name="Load the zfs module", module="zfs")
     # zfsutils-linux loads the module at boot with this unit; make sure nobody disabled it.
     systemd.service(name="Load zfs at boot", service="zfs-load-module.service", enabled=True)

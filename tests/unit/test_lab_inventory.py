@@ -40,3 +40,41 @@ def test_drive_pattern_matches_exactly_the_vms_own_drives():
         assert vm.drive_count == 24
         assert sorted(fnmatch.filter(everything, vm.drive_pattern)) == sorted(vm.drive_ids)
         assert vm.drive_ids[0] == f"nvme-QEMU_NVMe_Ctrl_{vm.name}-nvme00"
+
+
+def test_bare_vms_are_not_in_the_lab_inventory_but_in_their_own():
+    lab = load()
+    assert list(lab.bare) == ["bare1"] and lab.bare["bare1"].image == "bare"
+    assert all(vm.image == "zfs" for vm in lab.vms.values())
+    assert "bare1" not in lab.names and lab.vm("bare1").ssh_port == 2241
+    inv = runpy.run_path(str(REPO / "inventories" / "lab_install.py"))
+    assert [n for n, _ in inv["mariadb"]] == ["bare1"] and inv["postgresql"] == []
+    data = dict(inv["mariadb"])["bare1"]
+    assert data["role"] == "primary" and data["drive_count"] == 24 and data["ssh_port"] == 2241
+    names = [n for group in ("mariadb", "postgresql") for n, _ in inventory()[group]]
+    assert "bare1" not in names
+
+
+def test_lab_install_inventory_passes_validation():
+    from roles.secrets import Secrets
+    from roles.validation import load_inventory_isolated, validate
+    secrets = Secrets({"replication_password": "x" * 24}, "test")
+    assert validate(load_inventory_isolated("inventories/lab_install.py"), secrets) == []
+
+
+def test_bare_vm_definition_is_checked_like_the_others():
+    import pytest
+    import yaml
+    from lab.definition import DEFINITION, LabDefinitionError, _check
+    raw = yaml.safe_load(DEFINITION.read_text())
+    raw["bare_vms"]["bare1"]["ssh_port"] = raw["vms"]["db1"]["ssh_port"]
+    with pytest.raises(LabDefinitionError, match="ssh_port must differ"):
+        _check(raw)
+    raw = yaml.safe_load(DEFINITION.read_text())
+    raw["bare_vms"]["db1"] = raw["bare_vms"].pop("bare1")
+    with pytest.raises(LabDefinitionError, match="both vms and bare_vms"):
+        _check(raw)
+    raw = yaml.safe_load(DEFINITION.read_text())
+    raw["bare_vms"]["bare1"].update(role="replica", primary="db1")
+    with pytest.raises(LabDefinitionError, match="not a mariadb primary"):
+        _check(raw)

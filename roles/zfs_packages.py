@@ -1,0 +1,70 @@
+"""Which packages put ZFS on a Debian 12 host, from the host's facts (pure: unit-tested).
+
+Debian ships ZFS as source (zfs-dkms in bookworm-backports contrib): DKMS compiles the module
+for every kernel whose headers are installed. So the headers must be
+  - the running kernel's own (linux-headers-$(uname -r)): the module is built for it and loads
+    now, without a reboot;
+  - for each installed kernel metapackage (linux-image-amd64, linux-image-cloud-amd64, ...) the
+    headers metapackage at the same version: when apt brings a new kernel it brings its headers,
+    and DKMS builds the module for it before the next boot.
+Headers come from the release the kernel came from, never with `-t bookworm-backports`: with
+that, linux-headers-amd64 resolves to the backports kernel series (6.12), which matches no
+installed kernel, and the running kernel gets no module.
+"""
+
+from __future__ import annotations
+
+import re
+
+SUPPORTED = {"debian": {"12": "bookworm"}}
+ZFS_PACKAGES = ["zfs-dkms", "zfsutils-linux", "zfs-zed"]
+# linux-image-<flavour>: a metapackage (no version in the name), not a -dbg one
+_METAPACKAGE = re.compile(r"linux-image-([a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)")
+
+
+class InstallError(ValueError):
+    pass
+
+
+def suite(distribution: dict | None) -> str:
+    """The Debian suite for a pyinfra LinuxDistribution fact; InstallError when unsupported."""
+    name = str((distribution or {}).get("name") or "unknown").lower()
+    major = str((distribution or {}).get("major") or "")
+    try:
+        return SUPPORTED[name][major]
+    except KeyError:
+        raise InstallError(f"the ZFS install supports Debian 12 (bookworm) only; this host runs "
+                           f"{(distribution or {}).get('name') or 'an unknown system'} {major}".rstrip()) from None
+
+
+def backports_source(suite_name: str, mirror: str = "http://deb.debian.org/debian") -> str:
+    return f"deb {mirror} {suite_name}-backports main contrib"
+
+
+def header_packages(release: str, installed: dict[str, set[str]]) -> list[str]:
+    """Header packages for `release` (`uname -r`) and the installed kernel metapackages, pinned to
+    the metapackage's version. InstallError when the running kernel is not a Debian package (no
+    headers can be installed for it)."""
+    release = release.strip()
+    if not any(p in installed for p in (f"linux-image-{release}", f"linux-image-{release}-unsigned")):
+        raise InstallError(
+            f"the running kernel {release} is not an installed Debian package (no linux-image-{release}): "
+            "ZFS's DKMS module needs that kernel's headers from Debian. Boot a Debian kernel first")
+    wanted = [f"linux-headers-{release}"]
+    for name in sorted(installed):
+        m = _METAPACKAGE.fullmatch(name)
+        if not m or name.endswith("-dbg"):
+            continue
+        versions = sorted(installed[name])
+        wanted.append(f"linux-headers-{m.group(1)}={versions[-1]}" if versions else f"linux-headers-{m.group(1)}")
+    return wanted
+
+
+def missing(packages: list[str], installed: dict[str, set[str]]) -> list[str]:
+    """The packages (name or name=version) not installed at that version."""
+    out = []
+    for p in packages:
+        name, _, version = p.partition("=")
+        if name not in installed or (version and version not in installed[name]):
+            out.append(p)
+    return out
