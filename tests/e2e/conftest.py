@@ -1,4 +1,4 @@
-"""The `lab` fixture: the whole local VM lab (lab/lab.yaml) for one test session.
+"""The `lab` fixture: the whole local VM lab (lab/lab.yaml) for one test session (tests/labkit.py).
 
 Usage in a test module under tests/e2e:
 
@@ -39,13 +39,8 @@ Attributes and helpers:
 Result has .rc, .stdout, .stderr, .ok and .check() (raises AssertionError with the output).
 """
 
-import atexit
-import signal
-import subprocess
 import sys
-import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -54,153 +49,16 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from lab import control  # noqa: E402
-from lab import vm as vmmod  # noqa: E402
-from lab.definition import SSH_CONFIG, load  # noqa: E402
-
-
-@dataclass
-class Result:
-    name: str
-    command: str
-    rc: int
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self):
-        return self.rc == 0
-
-    def check(self):
-        assert self.rc == 0, (f"{self.name}: `{self.command}` failed (rc {self.rc})\n"
-                              f"--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}")
-        return self
-
-
-class Lab:
-    def __init__(self, definition):
-        self.definition = definition
-        self.vms = dict(definition.vms)
-        self.names = list(definition.vms)
-        self.ssh_config = SSH_CONFIG
-        self.inventory = control.INVENTORY
-        self.testinfra_hosts = ",".join(f"paramiko://{n}" for n in self.names)
-
-    def run(self, name, command, timeout=600):
-        vm = self.definition.vm(name)
-        try:
-            r = vmmod.run(vm, command, timeout=timeout)
-        except subprocess.TimeoutExpired as e:
-            return Result(name, command, 124, _text(e.stdout), _text(e.stderr) + f"\n(timed out after {timeout} s)")
-        return Result(name, command, r.returncode, r.stdout, r.stderr)
-
-    def check(self, name, command, timeout=600):
-        return self.run(name, command, timeout).check().stdout
-
-    def run_all(self, command, names=None, timeout=600):
-        results = {}
-
-        def one(n):
-            results[n] = self.run(n, command, timeout)
-
-        threads = [threading.Thread(target=one, args=(n,)) for n in (names or self.names)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return {n: results[n] for n in (names or self.names)}
-
-    def _local(self, argv, timeout):
-        try:
-            r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                               stdin=subprocess.DEVNULL, env=control.lab_env())
-        except subprocess.TimeoutExpired as e:
-            return Result("local", " ".join(argv), 124, _text(e.stdout), _text(e.stderr))
-        return Result("local", " ".join(argv), r.returncode, r.stdout, r.stderr)
-
-    def pyinfra(self, *args, deploy="deploy.py", timeout=3600):
-        return self._local([str(control.PYINFRA), "-y", str(self.inventory), *args, deploy], timeout)
-
-    def testinfra(self, *paths, timeout=1800):
-        return self._local([str(control.PYTEST), "-p", "no:cacheprovider", *(paths or ["tests/infra"]),
-                            f"--hosts={self.testinfra_hosts}", f"--ssh-config={self.ssh_config}"], timeout)
-
-    def reset_drives(self, name):
-        vm = self.definition.vm(name)
-        vmmod.reset_drives(vm, log=_log)
-        control.up(self.definition, [name], log=_log)
-
-
-def _text(b):
-    if b is None:
-        return ""
-    return b.decode(errors="replace") if isinstance(b, bytes) else b
-
-
-_capture = None  # pytest's capture manager, set by the fixture
-
-
-def _log(msg):
-    # Progress goes to the terminal even under pytest's output capture.
-    if _capture is not None:
-        with _capture.global_and_fixture_disabled():
-            print(msg, file=sys.stderr, flush=True)
-    else:
-        print(msg, file=sys.stderr, flush=True)
-
-
-class _Teardown:
-    """Power the lab down exactly once: from the fixture's finally, a signal, or atexit."""
-
-    def __init__(self, definition):
-        self.definition = definition
-        self.done = False
-        self.lock = threading.Lock()
-
-    def __call__(self):
-        with self.lock:
-            if self.done:
-                return
-            self.done = True
-            t0 = time.monotonic()
-            _log("==> e2e: tearing the lab down")
-            control.down(self.definition, log=_log)
-            left = vmmod.stray_qemus()
-            _log(f"==> e2e: lab down in {time.monotonic() - t0:.0f} s" + (f"; LEFT: {left}" if left else ""))
+from lab.definition import load  # noqa: E402
+from tests import labkit  # noqa: E402
+from tests.labkit import log as _log  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def lab(request):
-    global _capture
-    _capture = request.config.pluginmanager.getplugin("capturemanager")
-    definition = load()
-    running = [n for n, vm in definition.vms.items() if vmmod.pid(vm)]
-    if running:
-        pytest.fail(f"lab VMs already running ({', '.join(running)}): the e2e tests boot a fresh lab of "
-                    "their own and power it off at the end. Stop yours first: ./dbzfs lab down", pytrace=False)
-    control.wipe(definition, log=_log)
-    teardown = _Teardown(definition)
-    atexit.register(teardown)
-    previous = {}
-
-    def on_signal(signum, frame):
-        # Turn SIGTERM/SIGHUP into an exception so the finally below (and pytest's own
-        # teardown) runs; the lab is powered off there.
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        previous[sig] = signal.signal(sig, on_signal)
-    try:
-        t0 = time.monotonic()
-        control.up(definition, log=_log)
-        _log(f"==> e2e: lab ready in {time.monotonic() - t0:.0f} s")
-        yield Lab(definition)
-    finally:
-        try:
-            teardown()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+    labkit.set_capture(request)
+    with labkit.fresh(load()) as booted:
+        yield booted
 
 
 # --- the converged lab, shared by every e2e module ------------------------------------------------

@@ -1,0 +1,98 @@
+"""deploy.py on a bare Debian 12 server: the storage role installs ZFS (backports, kernel headers,
+DKMS build for the running kernel), loads it now and at boot, and everything after it converges
+as on the lab's ready-made image; a second converge changes nothing; a power cycle brings it all
+back with no deploy in between."""
+
+import re
+import subprocess
+import time
+
+import pytest
+
+from lab import control
+from tests.e2e.pyinfra_results import changed_operations, grand_total, proposed_changes
+from tests.labkit import REPO, log
+
+pytestmark = pytest.mark.install
+
+BARE_STATE = ("test -e /sys/module/zfs && echo module; command -v zpool zfs; "
+              "dpkg-query -W -f '${Package}\\n' 'zfs*' 'linux-headers-*' 2>/dev/null; "
+              "grep -rh '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/ | grep -E 'backports|contrib'; "
+              "true")
+
+
+def test_the_vms_start_bare(bare):
+    for name in bare.names:
+        assert bare.check(name, BARE_STATE).split() == [], name
+
+
+def test_dry_run_shows_the_install_and_changes_nothing(bare, timings):
+    # Not lab.pyinfra(): with -y pyinfra skips change detection.
+    t0 = time.monotonic()
+    result = subprocess.run([str(control.PYINFRA), str(bare.inventory), "deploy.py", "--dry", "--diff"],
+                            cwd=REPO, env=control.lab_env(), stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=3600)
+    timings["--dry on bare Debian"] = time.monotonic() - t0
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    proposed = "\n".join(proposed_changes(output))
+    for operation in ("Debian bookworm-backports (contrib) for ZFS", "Kernel headers for the ZFS module build",
+                      "ZFS from bookworm-backports", "Load the zfs module", "Pool dbpool"):
+        assert operation in proposed, (operation, proposed, output[-6000:])
+    for name in bare.names:
+        assert bare.check(name, BARE_STATE).split() == [], name
+
+
+def test_converge_from_bare_installs_zfs_for_the_running_kernel(installed):
+    for name in installed.names:
+        kernel = installed.check(name, "uname -r").strip()
+        versions = dict(line.split() for line in installed.check(
+            name, "dpkg-query -W -f '${Package} ${Version}\\n' zfsutils-linux zfs-dkms linux-image-amd64 "
+                  f"linux-headers-amd64 linux-headers-{kernel}").splitlines())
+        assert "bpo12" in versions["zfsutils-linux"] and versions["zfs-dkms"] == versions["zfsutils-linux"]
+        # headers from the kernel's own release (not 6.12 from backports)
+        assert versions["linux-headers-amd64"] == versions["linux-image-amd64"], versions
+        assert f"linux-headers-{kernel}" in versions
+        dkms = installed.check(name, "dkms status zfs")
+        assert re.search(rf"zfs/[\d.]+, {re.escape(kernel)}, x86_64: installed", dkms), dkms
+        loaded = installed.check(name, "cat /sys/module/zfs/version").strip()
+        on_disk = installed.check(name, "modinfo -F version zfs").strip()
+        assert loaded == on_disk and versions["zfsutils-linux"].startswith(loaded.split("-")[0]), (loaded, on_disk)
+        assert installed.check(name, "systemctl is-enabled zfs-load-module.service").strip() == "enabled"
+        assert "bookworm-backports main contrib" in installed.check(
+            name, "cat /etc/apt/sources.list.d/dbzfs-backports.list")
+
+
+def test_testinfra_checks_pass(installed):
+    result = installed.testinfra("tests/infra")
+    assert result.ok, result.stdout[-6000:] + result.stderr[-2000:]
+    assert re.search(r"\b\d+ passed\b", result.stdout) and " failed" not in result.stdout
+
+
+def test_second_converge_changes_nothing(installed, timings):
+    t0 = time.monotonic()
+    result = installed.pyinfra()
+    timings["second converge"] = time.monotonic() - t0
+    output = result.stdout + result.stderr
+    result.check()
+    totals = grand_total(output)
+    assert totals["errors"] == 0 and totals["changed"] == 0, (changed_operations(output), output[-6000:])
+
+
+def test_power_cycle_brings_zfs_pool_and_server_back(installed, timings):
+    t0 = time.monotonic()
+    control.down(installed.definition, installed.names, log=log)
+    control.up(installed.definition, installed.names, log=log)
+    timings["power cycle"] = time.monotonic() - t0
+    for name in installed.names:
+        assert installed.check(name, "cat /sys/module/zfs/version").strip()
+        assert installed.check(name, "zpool list -H -o name,health").split() == ["dbpool", "ONLINE"]
+        mounted = installed.check(name, "zfs list -H -o name,mounted -t filesystem")
+        assert "dbpool/datastore/mysql\tyes" in mounted, mounted
+        # module parameters from /etc/modprobe.d/zfs.conf, applied at load
+        conf = installed.check(name, "cat /etc/modprobe.d/zfs.conf")
+        arc = re.search(r"zfs_arc_max=(\d+)", conf).group(1)
+        assert installed.check(name, "cat /sys/module/zfs/parameters/zfs_arc_max").strip() == arc
+        assert installed.check(name, "systemctl is-active mariadb").strip() == "active"
+    result = installed.testinfra("tests/infra")
+    assert result.ok, result.stdout[-6000:] + result.stderr[-2000:]
