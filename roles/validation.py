@@ -84,6 +84,14 @@ def format_problems(problems: list[Problem]) -> str:
     return "\n".join(lines)
 
 
+# What a db_users entry may say, per engine. PostgreSQL users get CONNECT on their database (or own
+# it); table privileges are the application's migrations' business there.
+USER_KEYS = {
+    "mariadb": {"name", "password_secret", "database", "privileges"},
+    "postgresql": {"name", "password_secret", "database", "owner"},
+}
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -148,10 +156,15 @@ class _Checker:
                      "an integer 1..100000, or None for the sized default")
         for net in c.client_networks:
             try:
-                ipaddress.ip_network(net)
+                network = ipaddress.ip_network(net)
             except ValueError:
                 self.add(c.name, "db_client_networks", net, "not a network",
                          'use CIDR notation, e.g. "10.1.0.0/16"')
+                continue
+            if c.engine == "mariadb" and network.version == 6 and network.num_addresses > 1:
+                self.add(c.name, "db_client_networks", net,
+                         "MariaDB accounts cannot match an IPv6 network (netmasks are IPv4 only)",
+                         "list IPv4 networks, or single IPv6 addresses (/128)")
 
     def drives(self, c: HostConfig):
         if c.drives and c.drive_pattern:
@@ -286,11 +299,22 @@ class _Checker:
             if not (isinstance(db, Mapping) and NAME_RE.match(str(db.get("name", "")))):
                 self.add(c.name, f"databases[{i}]", db, "needs a valid name",
                          'e.g. {"name": "app"}')
+        declared = {db.get("name") for db in c.databases if isinstance(db, Mapping)}
         for i, user in enumerate(c.db_users):
             if not (isinstance(user, Mapping) and NAME_RE.match(str(user.get("name", "")))):
                 self.add(c.name, f"db_users[{i}]", user, "needs a valid name",
                          'e.g. {"name": "app", "password_secret": "app_password"}')
                 continue
+            allowed = USER_KEYS[c.engine] if c.engine in USER_KEYS else set(user)
+            for key in sorted(set(user) - allowed):
+                self.add(c.name, f"db_users[{i}].{key}", user[key],
+                         f"not a {c.engine} user setting (would be ignored)",
+                         f"use only {', '.join(sorted(allowed))}")
+            target = user.get("database") or (user["name"] if c.engine == "postgresql" else None)
+            if target and target not in declared:
+                self.add(c.name, f"db_users[{i}].database", target,
+                         f"user {user['name']} connects to database {target!r}, which is not in "
+                         "databases", f'declare it: databases = [{{"name": "{target}"}}]')
             secret = user.get("password_secret")
             if not secret:
                 self.add(c.name, f"db_users[{i}].password_secret", secret,

@@ -98,8 +98,8 @@ class Lab:
 
     def reset_drives(self, name):
         vm = self.definition.vm(name)
-        vmmod.reset_drives(vm, log=_log)
-        control.up(self.definition, [name], log=_log)
+        vmmod.reset_drives(vm, log=log)
+        control.up(self.definition, [name], log=log)
 
 
 def _text(b):
@@ -121,13 +121,14 @@ def log(msg):
 
 
 class _Teardown:
-    """Power the lab down exactly once: from the fixture's finally, a signal, or atexit."""
+    """Power the VMs down exactly once: from the fixture's finally, a signal, or atexit. With
+    names=None: every lab VM, stray qemus and the private network's switch."""
 
-    def __init__(self, definition):
+    def __init__(self, definition, names=None):
         self.definition = definition
+        self.names = names
         self.done = False
         self.lock = threading.Lock()
-
 
     def __call__(self):
         with self.lock:
@@ -135,12 +136,11 @@ class _Teardown:
                 return
             self.done = True
             t0 = time.monotonic()
-            log("==> tearing the lab down")
-            control.down(self.definition, log=_log)
-            left = vmmod.stray_qemus()
-            log(f"==> lab down in {time.monotonic() - t0:.0f} s" + (f"; LEFT: {left}" if left else ""))
-
-
+            what = ", ".join(self.names) if self.names else "the lab"
+            log(f"==> tearing {what} down")
+            control.down(self.definition, self.names, log=log)
+            left = vmmod.stray_qemus() if not self.names else []
+            log(f"==> {what} down in {time.monotonic() - t0:.0f} s" + (f"; LEFT: {left}" if left else ""))
 
 
 def set_capture(request):
@@ -151,13 +151,14 @@ def set_capture(request):
 
 @contextmanager
 def fresh(definition, names=None, inventory=None, what="e2e"):
+    """names=None: the lab's VMs, and everything is powered off at the end; with names, those."""
     lab = Lab(definition, names, inventory)
     running = [n for n, vm in definition.all_vms.items() if vmmod.pid(vm)]
     if running:
         pytest.fail(f"lab VMs already running ({', '.join(running)}): the {what} tests boot fresh VMs of "
                     "their own and power them off at the end. Stop yours first: ./dbzfs lab down", pytrace=False)
     control.wipe(definition, lab.names, log=log)
-    teardown = _Teardown(definition)
+    teardown = _Teardown(definition, names)
     atexit.register(teardown)
     previous = {}
 

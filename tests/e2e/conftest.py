@@ -64,8 +64,9 @@ def lab(request):
 # --- the converged lab, shared by every e2e module ------------------------------------------------
 
 # Modules run in this order whatever their names: each later one builds on the state the earlier
-# ones leave (test_safety wipes pg2's drives, so it comes last).
-MODULE_ORDER = ["test_lab.py", "test_zfs_role.py", "test_mariadb_role.py",
+# ones leave (test_safety wipes pg2's drives, so it comes last). The bare VM's module comes first
+# and powers its VM off before the lab boots.
+MODULE_ORDER = ["test_bare_host_plan.py", "test_lab.py", "test_zfs_role.py", "test_mariadb_role.py",
                 "test_postgresql_role.py", "test_idempotence.py", "test_safety.py"]
 
 

@@ -4,21 +4,16 @@ as on the lab's ready-made image; a second converge changes nothing; a power cyc
 back with no deploy in between."""
 
 import re
-import subprocess
 import time
 
 import pytest
 
 from lab import control
-from tests.e2e.pyinfra_results import changed_operations, grand_total, proposed_changes
-from tests.labkit import REPO, log
+from tests.bare_host import BARE_STATE, assert_proposes_the_install, dry_run
+from tests.e2e.pyinfra_results import changed_operations, grand_total
+from tests.labkit import log
 
 pytestmark = pytest.mark.install
-
-BARE_STATE = ("test -e /sys/module/zfs && echo module; command -v zpool zfs; "
-              "dpkg-query -W -f '${Package}\\n' 'zfs*' 'linux-headers-*' 2>/dev/null; "
-              "grep -rh '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/ | grep -E 'backports|contrib'; "
-              "true")
 
 
 def test_the_vms_start_bare(bare):
@@ -26,19 +21,12 @@ def test_the_vms_start_bare(bare):
         assert bare.check(name, BARE_STATE).split() == [], name
 
 
-def test_dry_run_shows_the_install_and_changes_nothing(bare, timings):
-    # Not lab.pyinfra(): with -y pyinfra skips change detection.
+def test_dry_run_plans_the_install_and_changes_nothing(bare, timings):
     t0 = time.monotonic()
-    result = subprocess.run([str(control.PYINFRA), str(bare.inventory), "deploy.py", "--dry", "--diff"],
-                            cwd=REPO, env=control.lab_env(), stdin=subprocess.DEVNULL,
-                            capture_output=True, text=True, timeout=3600)
+    rc, output, proposed = dry_run(bare)
     timings["--dry on bare Debian"] = time.monotonic() - t0
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-6000:]
-    proposed = "\n".join(proposed_changes(output))
-    for operation in ("Debian bookworm-backports (contrib) for ZFS", "Kernel headers for the ZFS module build",
-                      "ZFS from bookworm-backports", "Load the zfs module", "Pool dbpool"):
-        assert operation in proposed, (operation, proposed, output[-6000:])
+    assert rc == 0, output[-6000:]
+    assert_proposes_the_install(proposed, output)
     for name in bare.names:
         assert bare.check(name, BARE_STATE).split() == [], name
 

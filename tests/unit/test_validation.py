@@ -108,7 +108,39 @@ CASES = {
     "bad client network": (set_("pg1", db_client_networks=["10.0.0.0/33"]),
                            ("pg1", "db_client_networks")),
     "bad pool name": (set_("db1", zpool_name="mirror"), ("db1", "zpool_name")),
+    "IPv6 client network for MariaDB": (set_("db1", db_client_networks=["2001:db8::/64"]),
+                                        ("db1", "db_client_networks")),
+    "privileges on a PostgreSQL user": (
+        set_("pg1", databases=[{"name": "app"}],
+             db_users=[{"name": "app", "password_secret": "x", "privileges": "SELECT"}]),
+        ("pg1", "db_users[0].privileges")),
+    "owner on a MariaDB user": (
+        set_("db1", databases=[{"name": "app"}],
+             db_users=[{"name": "app", "password_secret": "x", "database": "app", "owner": True}]),
+        ("db1", "db_users[0].owner")),
+    "PostgreSQL user's own database not declared": (
+        set_("pg1", db_users=[{"name": "app", "password_secret": "x"}]), ("pg1", "db_users[0].database")),
+    "MariaDB user's database not declared": (
+        set_("db1", db_users=[{"name": "app", "password_secret": "x", "database": "nodb"}]),
+        ("db1", "db_users[0].database")),
 }
+
+
+def test_ipv6_single_address_for_mariadb_and_networks_for_postgresql_pass(fleet, secrets):
+    fleet["db1"]["db_client_networks"] = ["2001:db8::7/128", "10.1.0.0/16"]
+    fleet["pg1"]["db_client_networks"] = ["2001:db8::/64"]
+    assert validate(fleet, secrets) == []
+
+
+def test_declared_users_pass(fleet):
+    fleet["db1"].update(databases=[{"name": "app"}], db_users=[
+        {"name": "app", "password_secret": "app_pw", "database": "app", "privileges": "SELECT"},
+        {"name": "monitor", "password_secret": "app_pw"}])
+    fleet["pg1"].update(databases=[{"name": "app"}], db_users=[
+        {"name": "app", "password_secret": "app_pw", "owner": True},
+        {"name": "ro", "password_secret": "app_pw", "database": "app"}])
+    secrets = Secrets({"replication_password": "r" * 24, "app_pw": "a" * 24}, "test")
+    assert validate(fleet, secrets) == []
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
