@@ -2,6 +2,7 @@
 shared by tests/e2e/test_bare_host_plan.py (in CI) and tests/install (the whole install)."""
 
 import subprocess
+import time
 
 from lab import control
 from tests.e2e.pyinfra_results import proposed_changes
@@ -38,3 +39,20 @@ def assert_proposes_the_install(proposed, output):
         assert found, (operation, proposed, output[-6000:])
         positions.append(found[0])
     assert positions == sorted(positions), proposed
+
+
+def check_starts_bare(lab):
+    for name in lab.names:
+        assert lab.check(name, BARE_STATE).split() == [], name
+
+
+def check_dry_run_plans_the_install(lab, timings):
+    """--dry on the bare VMs proposes the install (and, after it, the engine's server) and leaves
+    them as bare as before."""
+    t0 = time.monotonic()
+    rc, output, proposed = dry_run(lab)
+    timings["--dry on bare Debian"] = time.monotonic() - t0
+    assert rc == 0, output[-6000:]
+    assert_proposes_the_install(proposed, output)
+    assert any("server and client from Debian" in p for p in proposed), proposed
+    check_starts_bare(lab)

@@ -50,3 +50,13 @@ def proposed_changes(output: str) -> list[str]:
         if change != "-" or conditional != "-":
             rows.append(f"{line[:change_at].strip()}: {change} / {conditional}")
     return rows
+
+
+def assert_changed_nothing(result) -> dict:
+    """A converge (a labkit Result) that succeeded and changed no operation on any host."""
+    output = result.stdout + result.stderr
+    result.check()
+    totals = grand_total(output)
+    assert totals["errors"] == 0 and totals["changed"] == 0, (changed_operations(output), output[-6000:])
+    assert totals["no_change"] > 0
+    return totals

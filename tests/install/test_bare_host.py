@@ -9,26 +9,19 @@ import time
 import pytest
 
 from lab import control
-from tests.bare_host import BARE_STATE, assert_proposes_the_install, dry_run
-from tests.e2e.pyinfra_results import changed_operations, grand_total
+from tests.bare_host import check_dry_run_plans_the_install, check_starts_bare
+from tests.e2e.pyinfra_results import assert_changed_nothing
 from tests.labkit import log
 
 pytestmark = pytest.mark.install
 
 
 def test_the_vms_start_bare(bare):
-    for name in bare.names:
-        assert bare.check(name, BARE_STATE).split() == [], name
+    check_starts_bare(bare)
 
 
 def test_dry_run_plans_the_install_and_changes_nothing(bare, timings):
-    t0 = time.monotonic()
-    rc, output, proposed = dry_run(bare)
-    timings["--dry on bare Debian"] = time.monotonic() - t0
-    assert rc == 0, output[-6000:]
-    assert_proposes_the_install(proposed, output)
-    for name in bare.names:
-        assert bare.check(name, BARE_STATE).split() == [], name
+    check_dry_run_plans_the_install(bare, timings)
 
 
 def test_converge_from_bare_installs_zfs_for_the_running_kernel(installed):
@@ -61,10 +54,7 @@ def test_second_converge_changes_nothing(installed, timings):
     t0 = time.monotonic()
     result = installed.pyinfra()
     timings["second converge"] = time.monotonic() - t0
-    output = result.stdout + result.stderr
-    result.check()
-    totals = grand_total(output)
-    assert totals["errors"] == 0 and totals["changed"] == 0, (changed_operations(output), output[-6000:])
+    assert_changed_nothing(result)
 
 
 def test_power_cycle_brings_zfs_pool_and_server_back(installed, timings):
