@@ -38,12 +38,7 @@ APP_PRIVILEGES = "SELECT,INSERT,UPDATE,DELETE"
 
 def systemd_drop_in(cfg: HostConfig) -> str:
     """Start the server only once the pool is imported and both datasets are mounted."""
-    mounts = " ".join(cfg.mountpoint(ds) for ds in (cfg.data_dataset, cfg.log_dataset))
-    return ("# Managed by dbzfs (roles/mariadb.py): the datadir and logs live on ZFS.\n"
-            "[Unit]\n"
-            "After=zfs-mount.service\n"
-            "Requires=zfs-mount.service\n"
-            f"RequiresMountsFor={mounts}\n")
+    return render.after_zfs_mounts(cfg, "roles/mariadb.py", "the datadir and logs live on ZFS.")
 
 
 def client_hosts(cfg: HostConfig) -> list[str]:

@@ -69,12 +69,7 @@ def secret(key: str) -> str:
 
 
 def dropin_text(cfg: HostConfig) -> str:
-    mounts = " ".join(cfg.mountpoint(ds) for ds in (cfg.data_dataset, cfg.log_dataset))
-    return ("# Managed by dbzfs (roles/postgresql.py): start only once the ZFS datasets are mounted.\n"
-            "[Unit]\n"
-            "After=zfs-mount.service\n"
-            "Requires=zfs-mount.service\n"
-            f"RequiresMountsFor={mounts}\n")
+    return render.after_zfs_mounts(cfg, "roles/postgresql.py", "start only once the ZFS datasets are mounted.")
 
 
 # --- steps --------------------------------------------------------------------------------------

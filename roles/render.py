@@ -162,6 +162,14 @@ def zfs_modprobe_context(cfg: HostConfig, sized: Sizing) -> dict:
     return {"host": cfg.name, "params": params}
 
 
+def after_zfs_mounts(cfg: HostConfig, managed_by: str, why: str) -> str:
+    """A systemd drop-in: the server starts only once the pool is imported and its data and log
+    datasets are mounted."""
+    return render("after-zfs-mounts.conf.j2", {
+        "managed_by": managed_by, "why": why,
+        "mounts": [cfg.mountpoint(ds) for ds in (cfg.data_dataset, cfg.log_dataset)]})
+
+
 def render(template: str, context: dict) -> str:
     return _env.get_template(template).render(**context)
 
