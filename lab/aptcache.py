@@ -61,8 +61,13 @@ def ensure(port=3142, log=print):
     (CONF / "acng.conf").write_text(_config(port))
     (CONF / "backends_debian").write_text(BACKENDS_DEBIAN)
     log(f"==> apt cache: starting apt-cacher-ng on 127.0.0.1:{port} (logs: {ACNG}/log)")
-    subprocess.run([exe, "-c", str(CONF)], check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [exe, "-c", str(CONF)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if answers(port):

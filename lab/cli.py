@@ -33,8 +33,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m lab", usage=USAGE, add_help=True)
     p.add_argument("command")
     p.add_argument("args", nargs=argparse.REMAINDER)
-    p.add_argument("--down-on-error", action="store_true",
-                   help="up/converge: stop the whole lab if anything fails")
+    p.add_argument(
+        "--down-on-error", action="store_true", help="up/converge: stop the whole lab if anything fails"
+    )
     p.add_argument("--timeout", type=int, default=60, help="down: seconds to wait for a clean power-off")
     p.add_argument("--cache", action="store_true", help="down: also stop the lab's apt-cacher-ng")
     a = p.parse_args(argv)
@@ -64,7 +65,9 @@ def main(argv=None):
                 raise LabError(f"image: unknown variant {variant!r} (have: {', '.join(image.VARIANTS)})")
             d = image.ensure(lab, variant, log=log)
             m = image.manifest(lab, variant)
-            log(f"==> image {d}: kernel {m['kernel']}, zfs {m['zfs'] or 'none'} (built in {m['build_seconds']} s)")
+            log(
+                f"==> image {d}: kernel {m['kernel']}, zfs {m['zfs'] or 'none'} (built in {m['build_seconds']} s)"
+            )
         elif a.command in ("up", "converge"):
             try:
                 if a.command == "up":
@@ -90,8 +93,14 @@ def main(argv=None):
             vmmod.write_ssh_config(lab)
             if not vmmod.pid(vm):
                 raise LabError(f"{vm.name} is not running (python -m lab up {vm.name})")
-            argv = ["ssh", "-F", str(vmmod.SSH_CONFIG), *(["-t"] if len(a.args) == 1 and sys.stdin.isatty() else []),
-                    vm.name, *a.args[1:]]
+            argv = [
+                "ssh",
+                "-F",
+                str(vmmod.SSH_CONFIG),
+                *(["-t"] if len(a.args) == 1 and sys.stdin.isatty() else []),
+                vm.name,
+                *a.args[1:],
+            ]
             os.execvp("ssh", argv)
         elif a.command == "reset-drives":
             if len(a.args) != 1:

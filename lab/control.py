@@ -33,8 +33,10 @@ def lab_env():
         tmp = SECRETS.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write("# The local lab's throwaway secrets (lab/control.py); not used for any real host.\n"
-                    f"replication_password: {secrets.token_urlsafe(24)}\n")
+            f.write(
+                "# The local lab's throwaway secrets (lab/control.py); not used for any real host.\n"
+                f"replication_password: {secrets.token_urlsafe(24)}\n"
+            )
         os.replace(tmp, SECRETS)
     env["DBZFS_SECRETS_FILE"] = str(SECRETS)
     for k in [k for k in env if k.startswith("DBZFS_SECRET_")]:
@@ -45,8 +47,11 @@ def lab_env():
 def prune_images(lab, keep=2, log=print):
     """Remove cached images older than the `keep` newest (the current ones always stay)."""
     current = {image.path(lab, v) for v in image.VARIANTS}
-    built = sorted((d for d in image.IMAGES.iterdir() if (d / "manifest.json").exists()),
-                   key=lambda d: (d / "manifest.json").stat().st_mtime, reverse=True)
+    built = sorted(
+        (d for d in image.IMAGES.iterdir() if (d / "manifest.json").exists()),
+        key=lambda d: (d / "manifest.json").stat().st_mtime,
+        reverse=True,
+    )
     for d in built[keep:]:
         if d not in current:
             log(f"==> image: removing old image {d}")
@@ -69,8 +74,9 @@ def up(lab=None, names=None, log=print):
     t0 = time.monotonic()
     port = int(lab.network.get("apt_cache_port", 3142))
     guest_addr = lab.network.get("apt_cache_guest_address", "10.0.2.100")
-    image_dirs = {variant: image.ensure(lab, variant, log=log)
-                  for variant in dict.fromkeys(vm.image for vm in vms)}
+    image_dirs = {
+        variant: image.ensure(lab, variant, log=log) for variant in dict.fromkeys(vm.image for vm in vms)
+    }
     prune_images(lab, log=log)
     aptcache.ensure(port, log=log)
     vmmod.ensure_key()
@@ -83,8 +89,10 @@ def up(lab=None, names=None, log=print):
             log(f"==> {vm.name}: already running (pid {vmmod.pid(vm)})")
             continue
         vmmod.prepare(vm, image_dirs[vm.image], log=log)
-        log(f"==> {vm.name}: booting ({accel}, {vm.vcpus} vCPU, {vm.memory} MiB, {vm.drive_count} NVMe drives"
-            f"{', bare image' if vm.image == 'bare' else ''}; console: {rel(vm.console_log)})")
+        log(
+            f"==> {vm.name}: booting ({accel}, {vm.vcpus} vCPU, {vm.memory} MiB, {vm.drive_count} NVMe drives"
+            f"{', bare image' if vm.image == 'bare' else ''}; console: {rel(vm.console_log)})"
+        )
         try:
             vmmod.start(vm, image_dirs[vm.image], accel, port, guest_addr)
         except LabError:
@@ -99,8 +107,10 @@ def up(lab=None, names=None, log=print):
         vmmod.stop([lab.vm(n) for n in getattr(e, "failed", [])], timeout=0, log=log)
         raise
     if booting:
-        log(f"==> lab up: {', '.join(vm.name for vm in vms)} in {time.monotonic() - t0:.0f} s "
-            f"(boot {time.monotonic() - t_boot:.0f} s); ssh config: {rel(SSH_CONFIG)}")
+        log(
+            f"==> lab up: {', '.join(vm.name for vm in vms)} in {time.monotonic() - t0:.0f} s "
+            f"(boot {time.monotonic() - t_boot:.0f} s); ssh config: {rel(SSH_CONFIG)}"
+        )
     return lab
 
 
@@ -138,8 +148,10 @@ def status(lab=None, log=print):
     for variant in image.VARIANTS:
         img = image.path(lab, variant)
         log(f"image ({variant}): {img if image.is_built(lab, variant) else 'not built (' + str(img) + ')'}")
-    log(f"apt cache: {'up' if aptcache.answers(int(lab.network.get('apt_cache_port', 3142))) else 'down'} "
-        f"on 127.0.0.1:{lab.network.get('apt_cache_port', 3142)}")
+    log(
+        f"apt cache: {'up' if aptcache.answers(int(lab.network.get('apt_cache_port', 3142))) else 'down'} "
+        f"on 127.0.0.1:{lab.network.get('apt_cache_port', 3142)}"
+    )
     log(f"{'VM':6} {'state':20} {'ssh':16} {'private':12} {'engine':11} {'role':8} console")
     rows = {}
     for vm in lab.all_vms.values():
@@ -147,8 +159,10 @@ def status(lab=None, log=print):
         state = f"running (pid {p})" if p else "stopped"
         ssh = ("answers" if vmmod.ssh_answers(vm) else "no answer") if p else "-"
         rows[vm.name] = p
-        log(f"{vm.name:6} {state:20} {'127.0.0.1:' + str(vm.ssh_port) + ' ' + ssh:16} {vm.private_address:12} "
-            f"{vm.engine:11} {vm.role:8} {rel(vm.console_log)}")
+        log(
+            f"{vm.name:6} {state:20} {'127.0.0.1:' + str(vm.ssh_port) + ' ' + ssh:16} {vm.private_address:12} "
+            f"{vm.engine:11} {vm.role:8} {rel(vm.console_log)}"
+        )
     return rows
 
 
@@ -166,7 +180,14 @@ def converge(lab=None, log=print):
         log("==> checks: tests/infra has no tests yet: nothing to check (OK)")
         return
     hosts = ",".join(f"paramiko://{n}" for n in lab.names)
-    argv = [str(PYTEST), "-p", "no:cacheprovider", "tests/infra", f"--hosts={hosts}", f"--ssh-config={SSH_CONFIG}"]
+    argv = [
+        str(PYTEST),
+        "-p",
+        "no:cacheprovider",
+        "tests/infra",
+        f"--hosts={hosts}",
+        f"--ssh-config={SSH_CONFIG}",
+    ]
     log(f"==> checks: {' '.join(rel(a) if a.startswith('/') else a for a in argv)}")
     r = subprocess.run(argv, cwd=REPO, env=lab_env())
     if r.returncode != 0:

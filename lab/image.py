@@ -48,8 +48,11 @@ def key(lab, variant="zfs"):
     h = hashlib.sha256()
     h.update(variant.encode() + b"\0")
     h.update(json.dumps(lab.image, sort_keys=True).encode())
-    h.update(json.dumps({k: lab.network.get(k) for k in ("apt_cache_port", "apt_cache_guest_address")},
-                        sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            {k: lab.network.get(k) for k in ("apt_cache_port", "apt_cache_guest_address")}, sort_keys=True
+        ).encode()
+    )
     h.update(Path(__file__).read_bytes())
     for f in sorted(GUEST_FILES.iterdir()):
         h.update(f.name.encode() + b"\0" + f.read_bytes())
@@ -128,14 +131,20 @@ def _build(lab, variant, tmp, log):
     if bare:
         spec["components"] = ["main"]
     port = int(lab.network.get("apt_cache_port", 3142))
-    guest_proxy = GUEST_PROXY.format(address=lab.network.get("apt_cache_guest_address", "10.0.2.100"), port=port)
+    guest_proxy = GUEST_PROXY.format(
+        address=lab.network.get("apt_cache_guest_address", "10.0.2.100"), port=port
+    )
     aptcache.ensure(port, log=log)
     tmp.mkdir(parents=True)
     root = tmp / "rootfs"
     build_log = tmp / "build.log"
     started = time.monotonic()
-    env = {**os.environ, "http_proxy": BUILD_PROXY.format(port=port), "DEBIAN_FRONTEND": "noninteractive",
-           "LC_ALL": "C.UTF-8"}
+    env = {
+        **os.environ,
+        "http_proxy": BUILD_PROXY.format(port=port),
+        "DEBIAN_FRONTEND": "noninteractive",
+        "LC_ALL": "C.UTF-8",
+    }
     env.pop("https_proxy", None)
 
     def step(what):
@@ -145,11 +154,15 @@ def _build(lab, variant, tmp, log):
         with open(build_log, "a") as out:
             out.write(f"\n$ {' '.join(cmd)}\n")
             out.flush()
-            r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, **kw)
+            r = subprocess.run(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, **kw
+            )
         if r.returncode != 0:
             tail = build_log.read_text(errors="replace").splitlines()[-25:]
-            raise ImageBuildError(f"image build failed: {' '.join(cmd)} (rc {r.returncode}); last lines "
-                                  f"of {build_log}:\n" + "\n".join(tail))
+            raise ImageBuildError(
+                f"image build failed: {' '.join(cmd)} (rc {r.returncode}); last lines "
+                f"of {build_log}:\n" + "\n".join(tail)
+            )
 
     def chroot(*cmd):
         run("chroot", str(root), *cmd)
@@ -162,18 +175,31 @@ def _build(lab, variant, tmp, log):
 
     step(f"building Debian {spec['suite']} image {tmp.name[7:23]}, {variant} (log: {build_log})")
     step("debootstrap")
-    run("debootstrap", "--variant=minbase", f"--components={','.join(spec['components'])}",
-        f"--include={','.join(spec['base_packages'])}", spec["suite"], str(root), spec["mirror"])
+    run(
+        "debootstrap",
+        "--variant=minbase",
+        f"--components={','.join(spec['components'])}",
+        f"--include={','.join(spec['base_packages'])}",
+        spec["suite"],
+        str(root),
+        spec["mirror"],
+    )
     suite, comps = spec["suite"], " ".join(spec["components"])
-    write("/etc/apt/sources.list",
-          f"deb {spec['mirror']} {suite} {comps}\n"
-          f"deb {spec['mirror']} {suite}-updates {comps}\n"
-          f"deb {spec['security_mirror']} {suite}-security {comps}\n"
-          + ("" if bare else f"deb {spec['mirror']} {suite}-backports {comps}\n"))
+    write(
+        "/etc/apt/sources.list",
+        f"deb {spec['mirror']} {suite} {comps}\n"
+        f"deb {spec['mirror']} {suite}-updates {comps}\n"
+        f"deb {spec['security_mirror']} {suite}-security {comps}\n"
+        + ("" if bare else f"deb {spec['mirror']} {suite}-backports {comps}\n"),
+    )
     write("/etc/apt/apt.conf.d/01proxy", f'Acquire::http::Proxy "{BUILD_PROXY.format(port=port)}";\n')
     write("/usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n", 0o755)
-    for fs, args in (("proc", ["-t", "proc", "proc"]), ("sys", ["-t", "sysfs", "sysfs"]),
-                     ("dev", ["--bind", "/dev"]), ("dev/pts", ["--bind", "/dev/pts"])):
+    for fs, args in (
+        ("proc", ["-t", "proc", "proc"]),
+        ("sys", ["-t", "sysfs", "sysfs"]),
+        ("dev", ["--bind", "/dev"]),
+        ("dev/pts", ["--bind", "/dev/pts"]),
+    ):
         run("mount", *args, str(root / fs))
     try:
         step("kernel from " + suite)
@@ -183,13 +209,33 @@ def _build(lab, variant, tmp, log):
         if not bare:
             chroot("apt-get", "install", "-y", "-q", "--no-install-recommends", *spec["header_packages"])
         installed = subprocess.run(
-            ["chroot", str(root), "dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package}\n", "linux-image-*",
-             "linux-headers-*"], capture_output=True, text=True, env=env).stdout.splitlines()
+            [
+                "chroot",
+                str(root),
+                "dpkg-query",
+                "-W",
+                "-f",
+                "${db:Status-Abbrev} ${Package}\n",
+                "linux-image-*",
+                "linux-headers-*",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout.splitlines()
         chroot("apt-mark", "hold", *sorted({line.split()[1] for line in installed if line.startswith("ii")}))
         if not bare:
             step(f"ZFS from {suite}-backports (DKMS build)")
-            chroot("apt-get", "install", "-y", "-q", "--no-install-recommends", "-t", f"{suite}-backports",
-                   *spec["zfs_packages"])
+            chroot(
+                "apt-get",
+                "install",
+                "-y",
+                "-q",
+                "--no-install-recommends",
+                "-t",
+                f"{suite}-backports",
+                *spec["zfs_packages"],
+            )
         chroot("apt-get", "clean")
     finally:
         _unmount_all(root)
@@ -199,19 +245,29 @@ def _build(lab, variant, tmp, log):
     kver = kernels[0].name
     zfs_ko = list(kernels[0].rglob("zfs.ko*"))
     if bare == bool(zfs_ko):
-        raise ImageBuildError(f"{'a' if zfs_ko else 'no'} zfs.ko for {kver} in the {variant} image (see {build_log})")
-    zfs_version = None if bare else subprocess.run(
-        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Version}", "zfsutils-linux"],
-        capture_output=True, text=True).stdout
+        raise ImageBuildError(
+            f"{'a' if zfs_ko else 'no'} zfs.ko for {kver} in the {variant} image (see {build_log})"
+        )
+    zfs_version = (
+        None
+        if bare
+        else subprocess.run(
+            ["chroot", str(root), "dpkg-query", "-W", "-f", "${Version}", "zfsutils-linux"],
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
 
     step("configuring the guest")
     (root / "usr/sbin/policy-rc.d").unlink()
     write("/etc/apt/apt.conf.d/01proxy", f'Acquire::http::Proxy "{guest_proxy}";\n')
     write("/etc/fstab", "/dev/vda / ext4 defaults,discard 0 1\n")
     write("/etc/hostname", "dbzfs-lab\n")
-    write("/etc/network/interfaces",
-          "auto lo\niface lo inet loopback\n\n# user-mode NIC (ssh, apt cache); eth1 (private network) is set"
-          " by dbzfs-lab-boot\nauto eth0\niface eth0 inet dhcp\n")
+    write(
+        "/etc/network/interfaces",
+        "auto lo\niface lo inet loopback\n\n# user-mode NIC (ssh, apt cache); eth1 (private network) is set"
+        " by dbzfs-lab-boot\nauto eth0\niface eth0 inet dhcp\n",
+    )
     if not bare:
         write("/etc/modules-load.d/zfs.conf", "zfs\n")
     write("/etc/ssh/sshd_config.d/dbzfs-lab.conf", "PermitRootLogin prohibit-password\nUseDNS no\n")
@@ -221,7 +277,12 @@ def _build(lab, variant, tmp, log):
     wants.mkdir(parents=True, exist_ok=True)
     (wants / "dbzfs-lab-boot.service").symlink_to("/etc/systemd/system/dbzfs-lab-boot.service")
     # No background apt runs that would hold the dpkg lock while a deploy installs packages.
-    for unit in ("apt-daily.timer", "apt-daily-upgrade.timer", "apt-daily.service", "apt-daily-upgrade.service"):
+    for unit in (
+        "apt-daily.timer",
+        "apt-daily-upgrade.timer",
+        "apt-daily.service",
+        "apt-daily-upgrade.service",
+    ):
         (root / "etc/systemd/system" / unit).unlink(missing_ok=True)
         (root / "etc/systemd/system" / unit).symlink_to("/dev/null")
     (root / "etc/machine-id").write_text("")  # each VM makes its own at first boot
@@ -235,7 +296,19 @@ def _build(lab, variant, tmp, log):
     os.chmod(tmp / "root.img", 0o444)
     _remove_tree(root)
     seconds = round(time.monotonic() - started)
-    (tmp / "manifest.json").write_text(json.dumps(
-        {"key": tmp.name[7:23], "variant": variant, "suite": suite, "kernel": kver, "zfs": zfs_version, "build_seconds": seconds,
-         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2) + "\n")
+    (tmp / "manifest.json").write_text(
+        json.dumps(
+            {
+                "key": tmp.name[7:23],
+                "variant": variant,
+                "suite": suite,
+                "kernel": kver,
+                "zfs": zfs_version,
+                "build_seconds": seconds,
+                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     step(f"image ready ({variant}): kernel {kver}, zfs {zfs_version or 'none'}, built in {seconds} s")

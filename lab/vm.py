@@ -64,12 +64,16 @@ def vm_error(vm, what):
     extra = ""
     if qlog.exists() and qlog.read_text(errors="replace").strip():
         extra = f"\n  qemu said ({rel(qlog)}):\n" + "\n".join(
-            "    | " + x for x in qlog.read_text(errors="replace").splitlines()[-10:])
-    return LabError(f"{vm.name}: {what}\n  console log: {rel(vm.console_log)} (last lines below){extra}\n"
-                    f"{console_tail(vm)}")
+            "    | " + x for x in qlog.read_text(errors="replace").splitlines()[-10:]
+        )
+    return LabError(
+        f"{vm.name}: {what}\n  console log: {rel(vm.console_log)} (last lines below){extra}\n"
+        f"{console_tail(vm)}"
+    )
 
 
 # --- processes ------------------------------------------------------------------------------------
+
 
 def _cmdline(pid):
     try:
@@ -142,11 +146,13 @@ def _kill(pids, log, what):
 
 # --- ssh ------------------------------------------------------------------------------------------
 
+
 def ensure_key():
     if not SSH_KEY.exists():
         STATE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dbzfs-lab", "-f", str(SSH_KEY)],
-                       check=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dbzfs-lab", "-f", str(SSH_KEY)], check=True
+        )
     return SSH_KEY
 
 
@@ -154,9 +160,11 @@ def write_ssh_config(lab):
     STATE.mkdir(parents=True, exist_ok=True)
     blocks = [f"# Written by `python -m lab` from lab/lab.yaml: the lab's VMs on host loopback.\n"]
     for vm in lab.all_vms.values():
-        blocks.append(f"Host {vm.name}\n  HostName 127.0.0.1\n  Port {vm.ssh_port}\n  User root\n"
-                      f"  IdentityFile {SSH_KEY}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
-                      f"  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
+        blocks.append(
+            f"Host {vm.name}\n  HostName 127.0.0.1\n  Port {vm.ssh_port}\n  User root\n"
+            f"  IdentityFile {SSH_KEY}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
+            f"  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+        )
     tmp = SSH_CONFIG.with_suffix(".tmp")
     tmp.write_text("\n".join(blocks))
     os.replace(tmp, SSH_CONFIG)
@@ -164,22 +172,36 @@ def write_ssh_config(lab):
 
 
 def ssh_argv(vm, command=(), connect_timeout=10):
-    return ["ssh", "-F", str(SSH_CONFIG), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout}",
-            vm.name, *command]
+    return [
+        "ssh",
+        "-F",
+        str(SSH_CONFIG),
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={connect_timeout}",
+        vm.name,
+        *command,
+    ]
 
 
 def run(vm, command, timeout=600):
     """Run a shell command on the VM: CompletedProcess with returncode, stdout, stderr (text)."""
     if not isinstance(command, str):
         command = " ".join(command)
-    return subprocess.run(ssh_argv(vm, [command]), capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ssh_argv(vm, [command]), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
 
 def ssh_answers(vm):
     try:
-        r = subprocess.run(ssh_argv(vm, ["true"], connect_timeout=5), capture_output=True, timeout=20,
-                           stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            ssh_argv(vm, ["true"], connect_timeout=5),
+            capture_output=True,
+            timeout=20,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         return False
     return r.returncode == 0
@@ -195,6 +217,7 @@ def port_open(port):
 
 # --- the private network --------------------------------------------------------------------------
 
+
 def switch_pid():
     return _read_pid(SWITCH_PID, str(SWITCH))
 
@@ -208,8 +231,11 @@ def ensure_switch():
     exe = shutil.which("vde_switch")
     if not exe:
         raise LabError("vde_switch is not installed (Debian package vde2; run scripts/bootstrap)")
-    subprocess.run([exe, "-s", str(SWITCH), "-m", "700", "-p", str(SWITCH_PID), "-d"], check=True,
-                   stdin=subprocess.DEVNULL)
+    subprocess.run(
+        [exe, "-s", str(SWITCH), "-m", "700", "-p", str(SWITCH_PID), "-d"],
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
     for _ in range(50):
         if (SWITCH / "ctl").exists() and switch_pid():
             return
@@ -226,6 +252,7 @@ def stop_switch():
 
 
 # --- acceleration ---------------------------------------------------------------------------------
+
 
 def accel(image_dir, log=print):
     """'tcg' unless KVM is proven to boot a Debian kernel here (probed once, cached in .lab/accel).
@@ -245,10 +272,30 @@ def accel(image_dir, log=print):
         out = STATE / "kvm-probe.log"
         STATE.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(
-            [QEMU, "-accel", "kvm", "-cpu", "host", "-m", "512", "-nodefaults", "-display", "none",
-             "-kernel", str(image_dir / "vmlinuz"), "-append", "console=ttyS0 panic=-1",
-             "-serial", f"file:{out}", "-no-reboot"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                QEMU,
+                "-accel",
+                "kvm",
+                "-cpu",
+                "host",
+                "-m",
+                "512",
+                "-nodefaults",
+                "-display",
+                "none",
+                "-kernel",
+                str(image_dir / "vmlinuz"),
+                "-append",
+                "console=ttyS0 panic=-1",
+                "-serial",
+                f"file:{out}",
+                "-no-reboot",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and proc.poll() is None:
@@ -260,12 +307,15 @@ def accel(image_dir, log=print):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        log(f"==> KVM {'boots a Debian kernel: using it' if choice == 'kvm' else 'does not work here: using TCG'}")
+        log(
+            f"==> KVM {'boots a Debian kernel: using it' if choice == 'kvm' else 'does not work here: using TCG'}"
+        )
     ACCEL_FILE.write_text(choice + "\n")
     return choice
 
 
 # --- one VM ---------------------------------------------------------------------------------------
+
 
 def mac(vm, nic):
     a = [int(x) for x in vm.private_address.split(".")]
@@ -303,8 +353,9 @@ def prepare(vm, image_dir, log=print):
         log(f"==> {vm.name}: base image changed: new root disk (the drives are kept)")
         overlay.unlink()
     if not overlay.exists():
-        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", base, str(overlay)],
-                       check=True)
+        subprocess.run(
+            ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", base, str(overlay)], check=True
+        )
         base_file.write_text(base + "\n")
     create_drives(vm)
 
@@ -312,25 +363,61 @@ def prepare(vm, image_dir, log=print):
 def qemu_argv(vm, image_dir, accel_name, apt_port, apt_guest_address):
     d = vm.state_dir
     key = base64.b64encode((SSH_KEY.with_suffix(".pub")).read_bytes().strip()).decode()
-    append = (f"root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.hostname={vm.name} "
-              f"dbzfs.hostname={vm.name} dbzfs.addr={vm.private_address}/{vm.private_prefix} dbzfs.sshkey={key}")
-    argv = [QEMU, "-name", f"{vm.name},process=dbzfs-lab-{vm.name}",
-            "-accel", "kvm" if accel_name == "kvm" else "tcg,thread=multi"]
+    append = (
+        f"root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.hostname={vm.name} "
+        f"dbzfs.hostname={vm.name} dbzfs.addr={vm.private_address}/{vm.private_prefix} dbzfs.sshkey={key}"
+    )
+    argv = [
+        QEMU,
+        "-name",
+        f"{vm.name},process=dbzfs-lab-{vm.name}",
+        "-accel",
+        "kvm" if accel_name == "kvm" else "tcg,thread=multi",
+    ]
     if accel_name == "kvm":
         argv += ["-cpu", "host"]
-    argv += ["-m", str(vm.memory), "-smp", str(vm.vcpus), "-nodefaults", "-display", "none",
-             "-kernel", str(image_dir / "vmlinuz"), "-initrd", str(image_dir / "initrd.img"), "-append", append,
-             "-drive", f"file={d / 'overlay.qcow2'},if=virtio,format=qcow2,discard=unmap",
-             "-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{vm.ssh_port}-:22,"
-                        f"guestfwd=tcp:{apt_guest_address}:{apt_port}-cmd:socat - TCP:127.0.0.1:{apt_port}",
-             "-device", f"virtio-net-pci,netdev=n0,mac={mac(vm, 0)}",
-             "-netdev", f"vde,id=n1,sock={SWITCH}",
-             "-device", f"virtio-net-pci,netdev=n1,mac={mac(vm, 1)}"]
+    argv += [
+        "-m",
+        str(vm.memory),
+        "-smp",
+        str(vm.vcpus),
+        "-nodefaults",
+        "-display",
+        "none",
+        "-kernel",
+        str(image_dir / "vmlinuz"),
+        "-initrd",
+        str(image_dir / "initrd.img"),
+        "-append",
+        append,
+        "-drive",
+        f"file={d / 'overlay.qcow2'},if=virtio,format=qcow2,discard=unmap",
+        "-netdev",
+        f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{vm.ssh_port}-:22,"
+        f"guestfwd=tcp:{apt_guest_address}:{apt_port}-cmd:socat - TCP:127.0.0.1:{apt_port}",
+        "-device",
+        f"virtio-net-pci,netdev=n0,mac={mac(vm, 0)}",
+        "-netdev",
+        f"vde,id=n1,sock={SWITCH}",
+        "-device",
+        f"virtio-net-pci,netdev=n1,mac={mac(vm, 1)}",
+    ]
     for i, serial in enumerate(vm.serials):
-        argv += ["-drive", f"file={drive_path(vm, i)},if=none,id=nv{i},format=raw,cache=unsafe,discard=unmap",
-                 "-device", f"nvme,serial={serial},drive=nv{i}"]
-    argv += ["-serial", f"file:{vm.console_log}", "-monitor", f"unix:{d / 'monitor.sock'},server=on,wait=off",
-             "-pidfile", str(d / "qemu.pid"), "-daemonize"]
+        argv += [
+            "-drive",
+            f"file={drive_path(vm, i)},if=none,id=nv{i},format=raw,cache=unsafe,discard=unmap",
+            "-device",
+            f"nvme,serial={serial},drive=nv{i}",
+        ]
+    argv += [
+        "-serial",
+        f"file:{vm.console_log}",
+        "-monitor",
+        f"unix:{d / 'monitor.sock'},server=on,wait=off",
+        "-pidfile",
+        str(d / "qemu.pid"),
+        "-daemonize",
+    ]
     return argv
 
 
@@ -361,8 +448,12 @@ def _ask_poweroff(vm):
     """`systemctl poweroff` over ssh, and the ACPI power button as well (logind acts on it)."""
     asked = _monitor(vm, "system_powerdown")
     try:
-        r = subprocess.run(ssh_argv(vm, ["systemctl poweroff --no-block"], connect_timeout=5), timeout=20,
-                           stdin=subprocess.DEVNULL, capture_output=True)
+        r = subprocess.run(
+            ssh_argv(vm, ["systemctl poweroff --no-block"], connect_timeout=5),
+            timeout=20,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
         asked = asked or r.returncode == 0
     except subprocess.TimeoutExpired:
         pass
@@ -381,18 +472,24 @@ def stop(vms, timeout=60, log=print):
     if timeout > 0:
         for vm, _ in running.values():
             log(f"==> {vm.name}: powering off")
-        threads = {n: threading.Thread(target=lambda vm=vm, n=n: _ask_poweroff(vm) and asked.append(n))
-                   for n, (vm, _) in running.items()}
+        threads = {
+            n: threading.Thread(target=lambda vm=vm, n=n: _ask_poweroff(vm) and asked.append(n))
+            for n, (vm, _) in running.items()
+        }
         for t in threads.values():
             t.start()
         for t in threads.values():
             t.join()
     asked_pids = [p for n, (_, p) in running.items() if n in asked]
-    left = _wait_gone(asked_pids, max(0, timeout - (time.monotonic() - t0))) + \
-        [p for _, p in running.values() if p not in asked_pids]
+    left = _wait_gone(asked_pids, max(0, timeout - (time.monotonic() - t0))) + [
+        p for _, p in running.values() if p not in asked_pids
+    ]
     if left:
         names = [n for n, (_, p) in running.items() if p in left]
-        log(f"==> {', '.join(names)}: " + (f"still running after {timeout} s: killing" if timeout > 0 else "killing"))
+        log(
+            f"==> {', '.join(names)}: "
+            + (f"still running after {timeout} s: killing" if timeout > 0 else "killing")
+        )
         _kill(left, log, "qemu")
     log(f"==> stopped {', '.join(running)} in {time.monotonic() - t0:.0f} s")
 

@@ -77,8 +77,13 @@ def arc_min_default(ram: int) -> int:
     return max(ram // 32, 64 * MIB)
 
 
-def size(hw: Hardware, engine: str, workload: str = "oltp", data_recordsize: int = 16 * KIB,
-         max_connections: int | None = None) -> Sizing:
+def size(
+    hw: Hardware,
+    engine: str,
+    workload: str = "oltp",
+    data_recordsize: int = 16 * KIB,
+    max_connections: int | None = None,
+) -> Sizing:
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
     if workload not in WORKLOADS:
@@ -98,8 +103,7 @@ MARIADB_PER_CONNECTION = 3 * MIB
 MARIADB_LOG_WRITE_AHEAD_MAX = 4 * KIB
 
 
-def _size_mariadb(hw: Hardware, workload: str, data_recordsize: int,
-                  max_connections: int | None) -> Sizing:
+def _size_mariadb(hw: Hardware, workload: str, data_recordsize: int, max_connections: int | None) -> Sizing:
     ram = hw.ram_bytes
     headroom = os_headroom(ram)
     # primarycache=metadata on the InnoDB datasets: the ARC holds metadata only and the buffer
@@ -107,8 +111,9 @@ def _size_mariadb(hw: Hardware, workload: str, data_recordsize: int,
     # the module's own minimum (else zfs_arc_max would be ignored).
     arc_max = max(ram // 16, 2 * arc_min_default(ram))
     if max_connections is None:
-        max_connections = (_clamp(hw.cpus * 16, 151, 4096) if workload == "oltp"
-                           else _clamp(hw.cpus * 4, 50, 1000))
+        max_connections = (
+            _clamp(hw.cpus * 16, 151, 4096) if workload == "oltp" else _clamp(hw.cpus * 4, 50, 1000)
+        )
         # Connections' worst case may take at most 1/8 of RAM, whatever the CPU count.
         max_connections = max(50, min(max_connections, ram // 8 // MARIADB_PER_CONNECTION))
     connections = max_connections * MARIADB_PER_CONNECTION
@@ -143,14 +148,19 @@ def _size_mariadb(hw: Hardware, workload: str, data_recordsize: int,
         # InnoDB does its own read-ahead; ZFS prefetch on top only wastes I/O [Let's Encrypt].
         "zfs_prefetch_disable": 1,
     }
-    budget = MemoryBudget(ram=ram, os_headroom=headroom, arc_max=arc_max,
-                          database=buffer_pool + db["innodb_log_buffer_size"],
-                          connections=connections)
+    budget = MemoryBudget(
+        ram=ram,
+        os_headroom=headroom,
+        arc_max=arc_max,
+        database=buffer_pool + db["innodb_log_buffer_size"],
+        connections=connections,
+    )
     budget.check()
     return Sizing("mariadb", zfs, db, budget)
 
 
 # --- PostgreSQL ----------------------------------------------------------------------------------
+
 
 def _size_postgresql(hw: Hardware, workload: str, max_connections: int | None) -> Sizing:
     ram = hw.ram_bytes
@@ -210,8 +220,13 @@ def _size_postgresql(hw: Hardware, workload: str, max_connections: int | None) -
         "max_parallel_maintenance_workers": maintenance_workers,
     }
     zfs = {"zfs_arc_max": arc_max}
-    budget = MemoryBudget(ram=ram, os_headroom=headroom, arc_max=arc_max,
-                          database=shared_buffers + wal_buffers, connections=connections,
-                          maintenance=maintenance)
+    budget = MemoryBudget(
+        ram=ram,
+        os_headroom=headroom,
+        arc_max=arc_max,
+        database=shared_buffers + wal_buffers,
+        connections=connections,
+        maintenance=maintenance,
+    )
     budget.check()
     return Sizing("postgresql", zfs, db, budget)

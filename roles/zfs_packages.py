@@ -33,8 +33,10 @@ def suite(distribution: dict | None) -> str:
     try:
         return SUPPORTED[name][major]
     except KeyError:
-        raise InstallError(f"the ZFS install supports Debian 12 (bookworm) only; this host runs "
-                           f"{(distribution or {}).get('name') or 'an unknown system'} {major}".rstrip()) from None
+        raise InstallError(
+            f"the ZFS install supports Debian 12 (bookworm) only; this host runs "
+            f"{(distribution or {}).get('name') or 'an unknown system'} {major}".rstrip()
+        ) from None
 
 
 def backports_source(suite_name: str, mirror: str = "http://deb.debian.org/debian") -> str:
@@ -49,14 +51,17 @@ def header_packages(release: str, installed: dict[str, set[str]]) -> list[str]:
     if not any(p in installed for p in (f"linux-image-{release}", f"linux-image-{release}-unsigned")):
         raise InstallError(
             f"the running kernel {release} is not an installed Debian package (no linux-image-{release}): "
-            "ZFS's DKMS module needs that kernel's headers from Debian. Boot a Debian kernel first")
+            "ZFS's DKMS module needs that kernel's headers from Debian. Boot a Debian kernel first"
+        )
     wanted = [f"linux-headers-{release}"]
     for name in sorted(installed):
         m = _METAPACKAGE.fullmatch(name)
         if not m or name.endswith("-dbg"):
             continue
         versions = sorted(installed[name])
-        wanted.append(f"linux-headers-{m.group(1)}={versions[-1]}" if versions else f"linux-headers-{m.group(1)}")
+        wanted.append(
+            f"linux-headers-{m.group(1)}={versions[-1]}" if versions else f"linux-headers-{m.group(1)}"
+        )
     return wanted
 
 

@@ -149,9 +149,7 @@ def _on_off(value) -> str:
     if value is False:
         return "off"
     text = str(value).strip().lower()
-    return {"yes": "on", "true": "on", "1": "on", "no": "off", "false": "off", "0": "off"}.get(
-        text, text
-    )
+    return {"yes": "on", "true": "on", "1": "on", "no": "off", "false": "off", "0": "off"}.get(text, text)
 
 
 def _mountpoint(value) -> str:

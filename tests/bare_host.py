@@ -10,24 +10,38 @@ from tests.labkit import REPO
 
 # Prints nothing on a bare host: no zfs module, no ZFS tools, no ZFS or header packages, no
 # contrib or backports source.
-BARE_STATE = ("test -e /sys/module/zfs && echo module; command -v zpool zfs; "
-              "dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 'zfs*' 'linux-headers-*' 2>/dev/null "
-              "| grep '^.i'; "
-              "grep -rh '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/ | grep -E 'backports|contrib'; "
-              "true")
+BARE_STATE = (
+    "test -e /sys/module/zfs && echo module; command -v zpool zfs; "
+    "dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 'zfs*' 'linux-headers-*' 2>/dev/null "
+    "| grep '^.i'; "
+    "grep -rh '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/ | grep -E 'backports|contrib'; "
+    "true"
+)
 
 # Operations a --dry run must propose on a bare host, in this order.
-INSTALL_OPERATIONS = ("Debian bookworm-backports (contrib) for ZFS", "Refresh the package lists",
-                      "Kernel headers for the ZFS module build", "ZFS from bookworm-backports",
-                      "Load the zfs module", "Load zfs at boot", "Pool dbpool")
+INSTALL_OPERATIONS = (
+    "Debian bookworm-backports (contrib) for ZFS",
+    "Refresh the package lists",
+    "Kernel headers for the ZFS module build",
+    "ZFS from bookworm-backports",
+    "Load the zfs module",
+    "Load zfs at boot",
+    "Pool dbpool",
+)
 
 
 def dry_run(lab):
     """`pyinfra INVENTORY deploy.py --dry --diff` (not lab.pyinfra(): with -y pyinfra skips change
     detection) -> (returncode, output, proposed operations)."""
-    result = subprocess.run([str(control.PYINFRA), str(lab.inventory), "deploy.py", "--dry", "--diff"],
-                            cwd=REPO, env=control.lab_env(), stdin=subprocess.DEVNULL,
-                            capture_output=True, text=True, timeout=3600)
+    result = subprocess.run(
+        [str(control.PYINFRA), str(lab.inventory), "deploy.py", "--dry", "--diff"],
+        cwd=REPO,
+        env=control.lab_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     output = result.stdout + result.stderr
     return result.returncode, output, proposed_changes(output)
 

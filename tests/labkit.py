@@ -42,8 +42,10 @@ class Result:
         return self.rc == 0
 
     def check(self):
-        assert self.rc == 0, (f"{self.name}: `{self.command}` failed (rc {self.rc})\n"
-                              f"--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}")
+        assert self.rc == 0, (
+            f"{self.name}: `{self.command}` failed (rc {self.rc})\n"
+            f"--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+        )
         return self
 
 
@@ -61,7 +63,9 @@ class Lab:
         try:
             r = vmmod.run(vm, command, timeout=timeout)
         except subprocess.TimeoutExpired as e:
-            return Result(name, command, 124, _text(e.stdout), _text(e.stderr) + f"\n(timed out after {timeout} s)")
+            return Result(
+                name, command, 124, _text(e.stdout), _text(e.stderr) + f"\n(timed out after {timeout} s)"
+            )
         return Result(name, command, r.returncode, r.stdout, r.stderr)
 
     def check(self, name, command, timeout=600):
@@ -82,8 +86,15 @@ class Lab:
 
     def _local(self, argv, timeout):
         try:
-            r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                               stdin=subprocess.DEVNULL, env=control.lab_env())
+            r = subprocess.run(
+                argv,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                env=control.lab_env(),
+            )
         except subprocess.TimeoutExpired as e:
             return Result("local", " ".join(argv), 124, _text(e.stdout), _text(e.stderr))
         return Result("local", " ".join(argv), r.returncode, r.stdout, r.stderr)
@@ -92,9 +103,18 @@ class Lab:
         return self._local([str(control.PYINFRA), "-y", str(self.inventory), *args, deploy], timeout)
 
     def testinfra(self, *paths, timeout=1800):
-        return self._local([str(control.PYTEST), "-p", "no:cacheprovider", *(paths or ["tests/infra"]),
-                            f"--hosts={self.testinfra_hosts}", f"--ssh-config={self.ssh_config}",
-                            f"--inventory={self.inventory.relative_to(REPO)}"], timeout)
+        return self._local(
+            [
+                str(control.PYTEST),
+                "-p",
+                "no:cacheprovider",
+                *(paths or ["tests/infra"]),
+                f"--hosts={self.testinfra_hosts}",
+                f"--ssh-config={self.ssh_config}",
+                f"--inventory={self.inventory.relative_to(REPO)}",
+            ],
+            timeout,
+        )
 
     def reset_drives(self, name):
         vm = self.definition.vm(name)
@@ -155,8 +175,11 @@ def fresh(definition, names=None, inventory=None, what="e2e"):
     lab = Lab(definition, names, inventory)
     running = [n for n, vm in definition.all_vms.items() if vmmod.pid(vm)]
     if running:
-        pytest.fail(f"lab VMs already running ({', '.join(running)}): the {what} tests boot fresh VMs of "
-                    "their own and power them off at the end. Stop yours first: ./dbzfs lab down", pytrace=False)
+        pytest.fail(
+            f"lab VMs already running ({', '.join(running)}): the {what} tests boot fresh VMs of "
+            "their own and power them off at the end. Stop yours first: ./dbzfs lab down",
+            pytrace=False,
+        )
     control.wipe(definition, lab.names, log=log)
     teardown = _Teardown(definition, names)
     atexit.register(teardown)

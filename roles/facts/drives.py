@@ -215,9 +215,7 @@ class DriveState(FactBase):
                         drive["exists"] = True
                         drive["device"] = arg
                         drive["kernel_name"] = arg.rsplit("/", 1)[-1]
-                        drive["nvme_namespace"] = bool(
-                            _NVME_NAMESPACE_RE.match(drive["kernel_name"])
-                        )
+                        drive["nvme_namespace"] = bool(_NVME_NAMESPACE_RE.match(drive["kernel_name"]))
                     elif marker == "@sysblock":
                         drive["whole_disk"] = True
                     else:

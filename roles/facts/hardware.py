@@ -28,9 +28,11 @@ class HostHardware(FactBase):
     @override
     def command(self) -> str:
         # kB and counts only; the arithmetic is done here (mawk prints large products as 4.1e+09).
-        return (f"if [ -r {MEMORY}/block_size_bytes ]; then echo blocks $(cat {MEMORY}/block_size_bytes) "
-                f"$(cat {MEMORY}/memory*/state | grep -cx online); fi; "
-                "awk '/^MemTotal:/ {print \"memtotal\", $2}' /proc/meminfo; echo cpus $(nproc)")
+        return (
+            f"if [ -r {MEMORY}/block_size_bytes ]; then echo blocks $(cat {MEMORY}/block_size_bytes) "
+            f"$(cat {MEMORY}/memory*/state | grep -cx online); fi; "
+            "awk '/^MemTotal:/ {print \"memtotal\", $2}' /proc/meminfo; echo cpus $(nproc)"
+        )
 
     @override
     def process(self, output):

@@ -29,8 +29,19 @@ def account(user: str, host: str) -> str:
 def query(sql: str, *flags: str) -> StringCommand:
     """`mariadb -NB -e SQL` after a start marker (pyinfra skips process() on empty output, and
     an empty answer is an answer), printing the UNREACHABLE marker instead of failing."""
-    return StringCommand("echo", START, ";", "mariadb", *(flags or ("-NB",)), "-e",
-                         QuoteString(sql), "2>/dev/null", "||", "echo", UNREACHABLE)
+    return StringCommand(
+        "echo",
+        START,
+        ";",
+        "mariadb",
+        *(flags or ("-NB",)),
+        "-e",
+        QuoteString(sql),
+        "2>/dev/null",
+        "||",
+        "echo",
+        UNREACHABLE,
+    )
 
 
 def rows(output) -> list[str] | None:
@@ -125,7 +136,8 @@ class MariadbUsers(MariadbFact):
         return query(
             "SELECT User, Host, plugin, CASE authentication_string WHEN '' THEN 'empty' "
             "WHEN 'invalid' THEN 'invalid' ELSE SHA2(authentication_string, 256) END "
-            "FROM mysql.user")
+            "FROM mysql.user"
+        )
 
     @override
     def process(self, output):
@@ -158,7 +170,8 @@ class MariadbGrants(MariadbFact):
             f"SELECT '*', PRIVILEGE_TYPE, IS_GRANTABLE FROM information_schema.USER_PRIVILEGES "
             f"WHERE GRANTEE = {grantee} UNION ALL "
             f"SELECT TABLE_SCHEMA, PRIVILEGE_TYPE, IS_GRANTABLE "
-            f"FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = {grantee}")
+            f"FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = {grantee}"
+        )
 
     @override
     def process(self, output):
@@ -207,17 +220,32 @@ class ServiceConfigState(FactBase):
     @override
     def command(self, service, paths) -> StringCommand:
         return StringCommand(
-            "systemctl", "show", QuoteString(service), "--timestamp=unix",
-            "-p", "ActiveState", "-p", "ActiveEnterTimestamp", "-p", "NeedDaemonReload", ";",
-            "stat", "-c", "'mtime=%Y %n'", *[QuoteString(p) for p in paths], "2>/dev/null",
-            "||", "true")
+            "systemctl",
+            "show",
+            QuoteString(service),
+            "--timestamp=unix",
+            "-p",
+            "ActiveState",
+            "-p",
+            "ActiveEnterTimestamp",
+            "-p",
+            "NeedDaemonReload",
+            ";",
+            "stat",
+            "-c",
+            "'mtime=%Y %n'",
+            *[QuoteString(p) for p in paths],
+            "2>/dev/null",
+            "||",
+            "true",
+        )
 
     @override
     def process(self, output):
         state = {"active": None, "started": None, "need_daemon_reload": False, "mtimes": {}}
         for line in output:
             if line.startswith("mtime="):
-                mtime, _, path = line[len("mtime="):].partition(" ")
+                mtime, _, path = line[len("mtime=") :].partition(" ")
                 state["mtimes"][path] = int(mtime)
             elif line.startswith("ActiveState="):
                 state["active"] = line.partition("=")[2]

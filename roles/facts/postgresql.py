@@ -23,10 +23,19 @@ def psql(sql: str, database: str = "postgres") -> StringCommand:
     """Run read-only SQL as postgres, unaligned, one row a line, fields split by SEP, after an UP
     line; prints DOWN instead when the server does not accept connections."""
     return StringCommand(
-        "cd / && if runuser -u postgres -- pg_isready -q; then echo", UP + ";",
+        "cd / && if runuser -u postgres -- pg_isready -q; then echo",
+        UP + ";",
         "runuser -u postgres -- psql -X -A -t -q -v ON_ERROR_STOP=1",
-        "-F", QuoteString(SEP), "-d", QuoteString(database), "-c", QuoteString(sql), ";",
-        "else echo", DOWN + ";", "fi",
+        "-F",
+        QuoteString(SEP),
+        "-d",
+        QuoteString(database),
+        "-c",
+        QuoteString(sql),
+        ";",
+        "else echo",
+        DOWN + ";",
+        "fi",
     )
 
 
@@ -67,14 +76,26 @@ class PostgresqlCluster(FactBase):
 
         default = f"/var/lib/postgresql/{version}/{cluster}"
         return StringCommand(
-            "echo config=$(test -f", QuoteString(conf), "&& echo yes);",
-            "echo pg_version=$(cat", inside("PG_VERSION"),
-            "2>/dev/null);",
-            "echo data_entries=$(test -d", data, "&& ls -A", data, "| wc -l || echo -1);",
-            "echo pg_wal=$(readlink", inside("pg_wal"), ");",
-            "echo standby_signal=$(test -f", inside("standby.signal"),
+            "echo config=$(test -f",
+            QuoteString(conf),
             "&& echo yes);",
-            "echo debian_default_dir=$(test -e", QuoteString(default), "&& echo yes)",
+            "echo pg_version=$(cat",
+            inside("PG_VERSION"),
+            "2>/dev/null);",
+            "echo data_entries=$(test -d",
+            data,
+            "&& ls -A",
+            data,
+            "| wc -l || echo -1);",
+            "echo pg_wal=$(readlink",
+            inside("pg_wal"),
+            ");",
+            "echo standby_signal=$(test -f",
+            inside("standby.signal"),
+            "&& echo yes);",
+            "echo debian_default_dir=$(test -e",
+            QuoteString(default),
+            "&& echo yes)",
         )
 
     @override
@@ -143,8 +164,12 @@ class PostgresqlConfigAge(FactBase):
 
     @override
     def command(self, paths) -> StringCommand:
-        mtimes = [StringCommand("echo file $(date -r", QuoteString(p), "+%s.%N 2>/dev/null || echo 0)",
-                                QuoteString(p), ";") for p in paths]
+        mtimes = [
+            StringCommand(
+                "echo file $(date -r", QuoteString(p), "+%s.%N 2>/dev/null || echo 0)", QuoteString(p), ";"
+            )
+            for p in paths
+        ]
         return StringCommand(psql("SELECT extract(epoch FROM pg_conf_load_time())"), ";", *mtimes)
 
     @override
@@ -204,8 +229,13 @@ class PostgresqlRoles(FactBase):
         if rows is None:
             return None
         return {
-            name: {"login": _bool(login), "replication": _bool(repl), "superuser": _bool(su),
-                   "scram": scram, "verifier_sha256": digest}
+            name: {
+                "login": _bool(login),
+                "replication": _bool(repl),
+                "superuser": _bool(su),
+                "scram": scram,
+                "verifier_sha256": digest,
+            }
             for name, login, repl, su, scram, digest in rows
         }
 
@@ -271,8 +301,13 @@ class PostgresqlReplicationSlots(FactBase):
         if rows is None:
             return None
         return {
-            name: {"type": kind, "active": _bool(active), "restart_lsn": lsn, "state": state,
-                   "client_addr": addr}
+            name: {
+                "type": kind,
+                "active": _bool(active),
+                "restart_lsn": lsn,
+                "state": state,
+                "client_addr": addr,
+            }
             for name, kind, active, lsn, state, addr in rows
         }
 
@@ -291,16 +326,20 @@ class PostgresqlWalReceiver(FactBase):
 
     @override
     def command(self, wait: int = 0) -> StringCommand:
-        sql = ("SELECT pg_is_in_recovery(),"
-               " coalesce((SELECT status FROM pg_stat_wal_receiver), ''),"
-               " coalesce((SELECT slot_name FROM pg_stat_wal_receiver), ''),"
-               " coalesce((SELECT sender_host FROM pg_stat_wal_receiver), '')")
+        sql = (
+            "SELECT pg_is_in_recovery(),"
+            " coalesce((SELECT status FROM pg_stat_wal_receiver), ''),"
+            " coalesce((SELECT slot_name FROM pg_stat_wal_receiver), ''),"
+            " coalesce((SELECT sender_host FROM pg_stat_wal_receiver), '')"
+        )
         once = psql(sql)
         if not wait:
             return once
         return StringCommand(
             f"for i in $(seq {int(wait)}); do",
-            "out=$(", once, ");",
+            "out=$(",
+            once,
+            ");",
             'case "$out" in *"|streaming|"*) break;; esac; sleep 1; done; echo "$out"',
         )
 
@@ -310,8 +349,12 @@ class PostgresqlWalReceiver(FactBase):
         if not rows:
             return None
         in_recovery, status, slot_name, sender_host = rows[-1]
-        return {"in_recovery": _bool(in_recovery), "status": status, "slot_name": slot_name,
-                "sender_host": sender_host}
+        return {
+            "in_recovery": _bool(in_recovery),
+            "status": status,
+            "slot_name": slot_name,
+            "sender_host": sender_host,
+        }
 
 
 class SystemdNeedsReload(FactBase):

@@ -67,9 +67,7 @@ def pool(
     topology = host.get_fact(ZpoolTopology, pool=pool_name)
 
     if topology is None:
-        yield from _create_pool(
-            pool_name, vdevs, spares, ashift, properties, set(wipe), require_nvme
-        )
+        yield from _create_pool(pool_name, vdevs, spares, ashift, properties, set(wipe), require_nvme)
         return
 
     pool_properties = host.get_fact(ZpoolProperties, pool=pool_name) or {}
@@ -115,14 +113,10 @@ def _check_arguments(pool_name, vdevs, spares, properties) -> None:
         )
     duplicates = sorted({drive for drive in drives if drives.count(drive) > 1})
     if duplicates:
-        raise OperationValueError(
-            f"pool {pool_name}: drives listed more than once: {', '.join(duplicates)}"
-        )
+        raise OperationValueError(f"pool {pool_name}: drives listed more than once: {', '.join(duplicates)}")
     bad = sorted(set(properties) & (READ_ONLY_PROPERTIES | {"ashift"}))
     if bad:
-        raise OperationValueError(
-            f"pool {pool_name}: not settable through properties: {', '.join(bad)}"
-        )
+        raise OperationValueError(f"pool {pool_name}: not settable through properties: {', '.join(bad)}")
 
 
 def _create_pool(pool_name, vdevs, spares, ashift, properties, wipe, require_nvme):
@@ -131,13 +125,10 @@ def _create_pool(pool_name, vdevs, spares, ashift, properties, wipe, require_nvm
 
     problems = []
     for drive in drives:
-        problems += drive_problems(
-            states.get(drive), drive, pool_name, drive in wipe, require_nvme
-        )
+        problems += drive_problems(states.get(drive), drive, pool_name, drive in wipe, require_nvme)
     if problems:
         raise OperationError(
-            f"refusing to create pool {pool_name}; no drive was changed:\n  - "
-            + "\n  - ".join(problems),
+            f"refusing to create pool {pool_name}; no drive was changed:\n  - " + "\n  - ".join(problems),
         )
 
     for drive in drives:
@@ -254,17 +245,13 @@ def layout_differences(topology: dict, vdevs, spares) -> list[str]:
     for declared in vdevs:
         declared_type = "mirror" if len(declared) > 1 else "disk"
         wanted = set(declared)
-        exact = next(
-            (v for v in unmatched if v[1] == declared_type and set(v[2]) == wanted), None
-        )
+        exact = next((v for v in unmatched if v[1] == declared_type and set(v[2]) == wanted), None)
         if exact:
             unmatched.remove(exact)
             continue
         overlap = next((v for v in unmatched if set(v[2]) & wanted), None)
         if overlap is None:
-            differences.append(
-                f"declared {declared_type} {' '.join(declared)} is missing from the pool"
-            )
+            differences.append(f"declared {declared_type} {' '.join(declared)} is missing from the pool")
             continue
         unmatched.remove(overlap)
         name, live_type, disks = overlap

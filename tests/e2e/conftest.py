@@ -66,8 +66,15 @@ def lab(request):
 # Modules run in this order whatever their names: each later one builds on the state the earlier
 # ones leave (test_safety wipes pg2's drives, so it comes last). The bare VM's module comes first
 # and powers its VM off before the lab boots.
-MODULE_ORDER = ["test_bare_host_plan.py", "test_lab.py", "test_zfs_role.py", "test_mariadb_role.py",
-                "test_postgresql_role.py", "test_idempotence.py", "test_safety.py"]
+MODULE_ORDER = [
+    "test_bare_host_plan.py",
+    "test_lab.py",
+    "test_zfs_role.py",
+    "test_mariadb_role.py",
+    "test_postgresql_role.py",
+    "test_idempotence.py",
+    "test_safety.py",
+]
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -76,6 +83,7 @@ def pytest_collection_modifyitems(session, config, items):
             return -1  # unit tests first: they fail in seconds
         name = item.path.name
         return MODULE_ORDER.index(name) if name in MODULE_ORDER else len(MODULE_ORDER)
+
     items.sort(key=rank)  # stable: tests keep their order inside a module
 
 

@@ -10,8 +10,12 @@ def grand_total(output: str) -> dict:
     def number(v):
         return 0 if v == "-" else int(v)
 
-    return {"hosts": number(hosts), "changed": number(changed), "errors": number(errors),
-            "no_change": number(no_change)}
+    return {
+        "hosts": number(hosts),
+        "changed": number(changed),
+        "errors": number(errors),
+        "no_change": number(no_change),
+    }
 
 
 def changed_operations(output: str) -> list[str]:
@@ -22,7 +26,7 @@ def changed_operations(output: str) -> list[str]:
     except ValueError:
         return []
     changed = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         cells = line.split()
         if len(cells) < 5 or line.strip().startswith("Grand total"):
             continue
@@ -35,14 +39,13 @@ def proposed_changes(output: str) -> list[str]:
     """With --dry (and without -y): operations of the "Detected changes" table that would change
     a host, as "operation: hosts"."""
     lines = output.splitlines()
-    headers = [i for i, line in enumerate(lines)
-               if "Operation" in line and "Conditional Change" in line]
+    headers = [i for i, line in enumerate(lines) if "Operation" in line and "Conditional Change" in line]
     assert headers, f"no detected-changes table in pyinfra output:\n{output[-3000:]}"
     header = lines[headers[-1]]
     change_at = header.index("Change")
     conditional_at = header.index("Conditional Change")
     rows = []
-    for line in lines[headers[-1] + 1:]:
+    for line in lines[headers[-1] + 1 :]:
         if not line.strip():
             break
         change = line[change_at:conditional_at].strip()

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.e2e
 def bare(request):
     labkit.set_capture(request)
     definition = load()
-    with labkit.fresh(definition, list(definition.bare), labkit.REPO / "inventories" / "lab_install.py",
-                      what="bare host") as booted:
+    with labkit.fresh(
+        definition, list(definition.bare), labkit.REPO / "inventories" / "lab_install.py", what="bare host"
+    ) as booted:
         yield booted
 
 

@@ -23,9 +23,15 @@ def test_second_converge_changes_nothing(converged, timings):
 
 def test_dry_run_detects_no_change(converged):
     # Not lab.pyinfra(): with -y pyinfra skips change detection.
-    result = subprocess.run([str(control.PYINFRA), str(converged.inventory), "deploy.py", "--dry",
-                             "--diff"], cwd=REPO, env=control.lab_env(), stdin=subprocess.DEVNULL,
-                            capture_output=True, text=True, timeout=3600)
+    result = subprocess.run(
+        [str(control.PYINFRA), str(converged.inventory), "deploy.py", "--dry", "--diff"],
+        cwd=REPO,
+        env=control.lab_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     assert proposed_changes(output) == [], output[-6000:]

@@ -50,16 +50,21 @@ def table_state(lab, name):
 
 def replica_status(lab):
     out = lab.check(REPLICA, "mariadb -E -e 'SHOW SLAVE STATUS'")
-    return {k.strip(): v.strip() for k, _, v in
-            (line.partition(":") for line in out.splitlines() if ":" in line)}
+    return {
+        k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines() if ":" in line)
+    }
 
 
 @pytest.fixture(scope="module")
 def pair(converged):
     sql(converged, PRIMARY, "CREATE DATABASE IF NOT EXISTS dbzfs_e2e")
-    sql(converged, PRIMARY, f"CREATE TABLE IF NOT EXISTS {TABLE} (id BIGINT AUTO_INCREMENT "
-                            "PRIMARY KEY, token VARCHAR(64) NOT NULL, at TIMESTAMP(6) NOT NULL "
-                            "DEFAULT CURRENT_TIMESTAMP(6))")
+    sql(
+        converged,
+        PRIMARY,
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (id BIGINT AUTO_INCREMENT "
+        "PRIMARY KEY, token VARCHAR(64) NOT NULL, at TIMESTAMP(6) NOT NULL "
+        "DEFAULT CURRENT_TIMESTAMP(6))",
+    )
     return converged
 
 
@@ -73,11 +78,13 @@ def test_testinfra_checks_pass(converged):
 def test_row_written_on_the_primary_reaches_the_replica(pair):
     token = pysecrets.token_hex(8)
     sql(pair, PRIMARY, f"INSERT INTO {TABLE} (token) VALUES ('{token}')")
-    took = wait_for(lambda: sql(pair, REPLICA, f"SELECT COUNT(*) FROM {TABLE} WHERE "
-                                               f"token = '{token}'") == "1",
-                    REPLICATION_DEADLINE)
-    assert took is not None, f"row {token} not on {REPLICA} after {REPLICATION_DEADLINE} s: " \
-                             f"{replica_status(pair)}"
+    took = wait_for(
+        lambda: sql(pair, REPLICA, f"SELECT COUNT(*) FROM {TABLE} WHERE token = '{token}'") == "1",
+        REPLICATION_DEADLINE,
+    )
+    assert took is not None, (
+        f"row {token} not on {REPLICA} after {REPLICATION_DEADLINE} s: {replica_status(pair)}"
+    )
     print(f"\nrow replicated {PRIMARY} -> {REPLICA} in {took:.1f} s (polled over ssh)")
 
 
@@ -90,8 +97,7 @@ def test_killed_replica_catches_up_with_nothing_lost(pair, timings):
     # SIGKILL: no shutdown, InnoDB and the relay log recover at the next start. Debian's unit
     # would restart the server after 5 s (Restart=on-abnormal); the stop right after the kill
     # cancels that pending restart, so the primary writes while the replica is down.
-    pair.check(REPLICA, "systemctl kill -s KILL mariadb.service && sleep 1 && "
-                        "systemctl stop mariadb.service")
+    pair.check(REPLICA, "systemctl kill -s KILL mariadb.service && sleep 1 && systemctl stop mariadb.service")
     assert pair.run(REPLICA, "systemctl is-active mariadb.service").stdout.strip() != "active"
     assert pair.run(REPLICA, "pidof mariadbd").rc != 0
     for batch in range(20):
@@ -113,8 +119,9 @@ def test_killed_replica_catches_up_with_nothing_lost(pair, timings):
     assert took is not None, f"{REPLICA} did not reach {primary_gtid}: {replica_status(pair)}"
     catch_up = time.monotonic() - t0
     timings["mariadb replica catch-up"] = catch_up
-    print(f"\n{REPLICA} caught up to {primary_gtid} in {catch_up:.1f} s after its restart "
-          f"({expected[0]} rows)")
+    print(
+        f"\n{REPLICA} caught up to {primary_gtid} in {catch_up:.1f} s after its restart ({expected[0]} rows)"
+    )
     assert table_state(pair, REPLICA) == expected
     status = replica_status(pair)
     assert status["Slave_IO_Running"] == "Yes" and status["Slave_SQL_Running"] == "Yes", status
@@ -131,7 +138,8 @@ def app_data(tmp_path, monkeypatch):
         'databases = [{"name": "e2e_app"}]\n'
         'db_users = [{"name": "e2e_app", "password_secret": "e2e_app_password", '
         '"database": "e2e_app"}]\n'
-        'db_client_networks = ["10.99.0.0/24"]\n')
+        'db_client_networks = ["10.99.0.0/24"]\n'
+    )
     lab_secrets_file = Path(control.lab_env()["DBZFS_SECRETS_FILE"])  # the lab's own
     lab_secrets = yaml.safe_load(lab_secrets_file.read_text())
     password = pysecrets.token_urlsafe(18)
@@ -144,29 +152,37 @@ def app_data(tmp_path, monkeypatch):
 
 def test_application_user_from_data(pair, app_data):
     group_data, password = app_data
-    result = pair.pyinfra("-v", "--limit", PRIMARY, "--limit", REPLICA, "--group-data",
-                          str(group_data))
+    result = pair.pyinfra("-v", "--limit", PRIMARY, "--limit", REPLICA, "--group-data", str(group_data))
     output = result.stdout + result.stderr
     result.check()
     assert password not in output
     # The user reached the replica through replication; it connects from the replica's
     # address with the password from an option file (never on a command line).
     vm = pair.vms[REPLICA]
-    subprocess.run(vmmod.ssh_argv(vm, ["umask 077; mkdir -p /run/dbzfs-e2e; "
-                                       "cat > /run/dbzfs-e2e/app.cnf"]),
-                   input=f"[client]\nuser = e2e_app\npassword = \"{password}\"\n",
-                   text=True, check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        vmmod.ssh_argv(vm, ["umask 077; mkdir -p /run/dbzfs-e2e; cat > /run/dbzfs-e2e/app.cnf"]),
+        input=f'[client]\nuser = e2e_app\npassword = "{password}"\n',
+        text=True,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     try:
-        out = pair.check(REPLICA, "mariadb --defaults-extra-file=/run/dbzfs-e2e/app.cnf "
-                                  f"-h {pair.vms[PRIMARY].private_address} -NBe "
-                                  "'CREATE TABLE IF NOT EXISTS e2e_app.t (id INT PRIMARY KEY); "
-                                  "SELECT CURRENT_USER()' 2>&1 || true")
+        out = pair.check(
+            REPLICA,
+            "mariadb --defaults-extra-file=/run/dbzfs-e2e/app.cnf "
+            f"-h {pair.vms[PRIMARY].private_address} -NBe "
+            "'CREATE TABLE IF NOT EXISTS e2e_app.t (id INT PRIMARY KEY); "
+            "SELECT CURRENT_USER()' 2>&1 || true",
+        )
         assert "CREATE command denied" in out  # DML only, no DDL: least privilege
-        out = pair.check(REPLICA, "mariadb --defaults-extra-file=/run/dbzfs-e2e/app.cnf "
-                                  f"-h {pair.vms[PRIMARY].private_address} -NBe "
-                                  "'SELECT CURRENT_USER(); SHOW DATABASES'")
-        assert out.split() == ["e2e_app@10.99.0.0/255.255.255.0", "e2e_app",
-                               "information_schema"]
+        out = pair.check(
+            REPLICA,
+            "mariadb --defaults-extra-file=/run/dbzfs-e2e/app.cnf "
+            f"-h {pair.vms[PRIMARY].private_address} -NBe "
+            "'SELECT CURRENT_USER(); SHOW DATABASES'",
+        )
+        assert out.split() == ["e2e_app@10.99.0.0/255.255.255.0", "e2e_app", "information_schema"]
     finally:
         pair.run(REPLICA, "rm -rf /run/dbzfs-e2e")
     # A second converge with the same data changes nothing and restarts nothing.
@@ -179,8 +195,13 @@ def test_application_user_from_data(pair, app_data):
 
 
 def uptime(lab, name):
-    return int(sql(lab, name, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
-                              "WHERE VARIABLE_NAME = 'UPTIME'"))
+    return int(
+        sql(
+            lab,
+            name,
+            "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME'",
+        )
+    )
 
 
 def test_config_change_restarts_the_server(pair, tmp_path):
@@ -197,6 +218,11 @@ def test_config_change_restarts_the_server(pair, tmp_path):
     assert uptime(pair, REPLICA) < before + (time.monotonic() - t0)  # restarted
     pair.pyinfra("--limit", REPLICA).check()
     assert sql(pair, REPLICA, "SELECT @@global.max_connections") == sized
-    took = wait_for(lambda: replica_status(pair).get("Slave_SQL_Running") == "Yes"
-                    and replica_status(pair).get("Slave_IO_Running") == "Yes", 60)
+    took = wait_for(
+        lambda: (
+            replica_status(pair).get("Slave_SQL_Running") == "Yes"
+            and replica_status(pair).get("Slave_IO_Running") == "Yes"
+        ),
+        60,
+    )
     assert took is not None, replica_status(pair)

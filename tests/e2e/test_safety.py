@@ -7,8 +7,9 @@ pytestmark = pytest.mark.e2e
 
 # Each drive once (the pattern leaves out the namespace aliases ..._1 and -partN links) with
 # the signature blkid finds on it, if any.
-SIGNATURES = ("for d in /dev/disk/by-id/{pattern}; do "
-              "printf '%s %s\\n' $d \"$(blkid -p -o value -s TYPE $d)\"; done")
+SIGNATURES = (
+    "for d in /dev/disk/by-id/{pattern}; do printf '%s %s\\n' $d \"$(blkid -p -o value -s TYPE $d)\"; done"
+)
 
 
 def test_refuses_a_drive_holding_a_filesystem(converged):

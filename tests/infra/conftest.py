@@ -13,8 +13,9 @@ from roles.validation import load_inventory_isolated
 
 
 def pytest_addoption(parser):
-    parser.addoption("--inventory", default="inventories/lab.py",
-                     help="pyinfra inventory the hosts were converged from")
+    parser.addoption(
+        "--inventory", default="inventories/lab.py", help="pyinfra inventory the hosts were converged from"
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,8 +31,6 @@ def cfg(host, request) -> HostConfig:
         if name in (inv_name, data.get("ssh_hostname")):
             return HostConfig.from_data(inv_name, data)
     raise AssertionError(f"host {name!r} is not in {request.config.getoption('--inventory')}")
-
-
 
 
 def pytest_collection_modifyitems(config, items):

@@ -35,8 +35,11 @@ def sized(host, cfg):
 @pytest.fixture(scope="module")
 def peers(cfg, request):
     hosts = load_inventory_isolated(request.config.getoption("--inventory"))
-    return [HostConfig.from_data(n, d) for n, d in hosts.items()
-            if d.get("engine") == "mariadb" and HostConfig.from_data(n, d).cluster == cfg.cluster]
+    return [
+        HostConfig.from_data(n, d)
+        for n, d in hosts.items()
+        if d.get("engine") == "mariadb" and HostConfig.from_data(n, d).cluster == cfg.cluster
+    ]
 
 
 def sql(host, statement):
@@ -63,8 +66,14 @@ def test_innodb_tuned_for_zfs(variables):
 
 def test_sized_for_the_live_hardware(variables, sized):
     want = sized.database
-    for key in ("innodb_buffer_pool_size", "innodb_log_file_size", "innodb_io_capacity",
-                "innodb_io_capacity_max", "innodb_log_write_ahead_size", "max_connections"):
+    for key in (
+        "innodb_buffer_pool_size",
+        "innodb_log_file_size",
+        "innodb_io_capacity",
+        "innodb_io_capacity_max",
+        "innodb_log_write_ahead_size",
+        "max_connections",
+    ):
         assert int(variables[key]) == want[key], key
 
 
@@ -76,9 +85,15 @@ def test_datadir_on_its_dataset(host, cfg, variables):
     assert host.file(f"{paths['datadir']}/mysql/global_priv.MAI").exists
     system_tables = mounted_dataset(host, f"{paths['datadir']}/mysql")
     assert system_tables[0] == cfg.dataset_name(cfg.data_dataset)
-    leftovers = [f for f in host.file("/var/lib/mysql").listdir()
-                 if not (f.startswith("debian-") and f.endswith(".flag"))] \
-        if host.file("/var/lib/mysql").exists else []
+    leftovers = (
+        [
+            f
+            for f in host.file("/var/lib/mysql").listdir()
+            if not (f.startswith("debian-") and f.endswith(".flag"))
+        ]
+        if host.file("/var/lib/mysql").exists
+        else []
+    )
     assert leftovers == [], f"/var/lib/mysql is in use: {leftovers}"
 
 
@@ -97,8 +112,7 @@ def test_logs_on_the_log_dataset(host, cfg, variables):
 
 def test_starts_only_after_zfs_mounts(host, cfg):
     assert host.file(DROP_IN).exists
-    shown = host.check_output("systemctl show mariadb.service -p After -p Requires "
-                              "-p RequiresMountsFor")
+    shown = host.check_output("systemctl show mariadb.service -p After -p Requires -p RequiresMountsFor")
     props = dict(line.split("=", 1) for line in shown.splitlines())
     assert "zfs-mount.service" in props["After"].split()
     assert "zfs-mount.service" in props["Requires"].split()
@@ -161,8 +175,7 @@ def test_replication_accounts(host, cfg, peers):
     users = fact(host, MariadbUsers)
     name = render.REPLICATION_USER["mariadb"]
     replicas = [p for p in peers if p.role == "replica"]
-    assert sorted(h for (u, h) in users if u == name) == sorted(
-        p.replication_address for p in replicas)
+    assert sorted(h for (u, h) in users if u == name) == sorted(p.replication_address for p in replicas)
     for p in replicas:
         grants = fact(host, MariadbGrants, user=name, user_host=p.replication_address)
         assert grants == {"*": set(REPLICATION_PRIVILEGES)}

@@ -49,8 +49,7 @@ def paths(cfg):
 def expected(host, cfg, members):
     """The settings the template got: sized for the live hardware, with the host's overrides."""
     hw = fact(host, HostHardware)
-    context = render.postgresql_context(cfg, cfg.sizing(ram_bytes=hw["ram_bytes"], cpus=hw["cpus"]),
-                                        members)
+    context = render.postgresql_context(cfg, cfg.sizing(ram_bytes=hw["ram_bytes"], cpus=hw["cpus"]), members)
     settings = {**context["s"], **context["extra"]}
     return {k: v[1:-1].replace("''", "'") if v.startswith("'") else v for k, v in settings.items()}
 
@@ -91,20 +90,28 @@ def test_wal_on_its_dataset(host, cfg, paths):
     assert pg_wal.is_symlink and pg_wal.linked_to == paths["wal_directory"]
     source = host.check_output("findmnt -n -o SOURCE,FSTYPE -T %s", paths["wal_directory"]).split()
     assert source == [cfg.dataset_name(cfg.log_dataset), "zfs"]
-    segments = [n for n in host.check_output("ls %s", paths["wal_directory"]).split()
-                if re.fullmatch(r"[0-9A-F]{24}", n)]
+    segments = [
+        n
+        for n in host.check_output("ls %s", paths["wal_directory"]).split()
+        if re.fullmatch(r"[0-9A-F]{24}", n)
+    ]
     assert segments, f"no WAL segment in {paths['wal_directory']}"
 
 
 def test_debian_default_directory_never_created(host):
     assert not host.file("/var/lib/postgresql/15/main").exists
-    assert "create_main_cluster = false" in host.file(
-        "/etc/postgresql-common/createcluster.conf").content_string
+    assert (
+        "create_main_cluster = false" in host.file("/etc/postgresql-common/createcluster.conf").content_string
+    )
 
 
 def test_starts_after_the_zfs_mounts(host, cfg):
-    props = dict(line.split("=", 1) for line in host.check_output(
-        "systemctl show -p After -p Requires -p RequiresMountsFor %s", UNIT).splitlines())
+    props = dict(
+        line.split("=", 1)
+        for line in host.check_output(
+            "systemctl show -p After -p Requires -p RequiresMountsFor %s", UNIT
+        ).splitlines()
+    )
     assert "zfs-mount.service" in props["After"].split()
     assert "zfs-mount.service" in props["Requires"].split()
     mounts = props["RequiresMountsFor"].split()
@@ -122,12 +129,14 @@ def test_replication_role_least_privilege(host):
 
 
 def test_replication_allowed_only_from_the_group(host, cfg, members):
-    rows = psql(host, "SELECT array_to_string(database, ','), array_to_string(user_name, ','), "
-                      "coalesce(address, ''), coalesce(netmask, '') FROM pg_hba_file_rules "
-                      "WHERE 'replication' = ANY(database) ORDER BY line_number")
+    rows = psql(
+        host,
+        "SELECT array_to_string(database, ','), array_to_string(user_name, ','), "
+        "coalesce(address, ''), coalesce(netmask, '') FROM pg_hba_file_rules "
+        "WHERE 'replication' = ANY(database) ORDER BY line_number",
+    )
     allowed = [r.split("|") for r in rows.splitlines()]
-    peers = sorted(m.replication_address for m in members
-                   if m.name != cfg.name and m.replication_address)
+    peers = sorted(m.replication_address for m in members if m.name != cfg.name and m.replication_address)
     assert sorted(a for _, _, a, _ in allowed) == peers
     assert all(u == REPLICATION_USER and m == "255.255.255.255" for _, u, _, m in allowed), allowed
 
@@ -161,10 +170,14 @@ def test_primary_streams_to_every_standby(host, cfg, members):
         assert slot, f"no slot for {s.name}"
         assert slot["type"] == "physical" and slot["active"], (s.name, slot)
         assert slot["state"] == "streaming" and slot["client_addr"] == s.replication_address, slot
-    rows = psql(host, "SELECT application_name, state, host(client_addr) FROM pg_stat_replication "
-                      "ORDER BY application_name").splitlines()
-    assert rows == [f"{s.name}|streaming|{s.replication_address}"
-                    for s in sorted(standbys, key=lambda s: s.name)]
+    rows = psql(
+        host,
+        "SELECT application_name, state, host(client_addr) FROM pg_stat_replication "
+        "ORDER BY application_name",
+    ).splitlines()
+    assert rows == [
+        f"{s.name}|streaming|{s.replication_address}" for s in sorted(standbys, key=lambda s: s.name)
+    ]
 
 
 def test_standby_in_recovery_and_streaming(host, cfg, members):
@@ -173,8 +186,12 @@ def test_standby_in_recovery_and_streaming(host, cfg, members):
         return
     primary = next(m for m in members if m.name == cfg.primary)
     state = fact(host, PostgresqlWalReceiver, wait=30)
-    assert state == {"in_recovery": True, "status": "streaming", "slot_name": slot_name(cfg.name),
-                     "sender_host": primary.replication_address}
+    assert state == {
+        "in_recovery": True,
+        "status": "streaming",
+        "slot_name": slot_name(cfg.name),
+        "sender_host": primary.replication_address,
+    }
     assert psql(host, "SHOW hot_standby") == "on"
     assert host.file(f"{render.postgresql_paths(cfg)['data_directory']}/standby.signal").exists
     passfile = host.file(PASSFILE)

@@ -45,7 +45,9 @@ def installed(bare, timings):
     t0 = time.monotonic()
     result = bare.pyinfra(timeout=4 * 3600)
     timings["converge from bare Debian"] = time.monotonic() - t0
-    labkit.log(f"==> install: converge from bare Debian {timings['converge from bare Debian']:.0f} s "
-               f"(rc {result.rc})")
+    labkit.log(
+        f"==> install: converge from bare Debian {timings['converge from bare Debian']:.0f} s "
+        f"(rc {result.rc})"
+    )
     result.check()
     return bare

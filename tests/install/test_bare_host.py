@@ -27,9 +27,14 @@ def test_dry_run_plans_the_install_and_changes_nothing(bare, timings):
 def test_converge_from_bare_installs_zfs_for_the_running_kernel(installed):
     for name in installed.names:
         kernel = installed.check(name, "uname -r").strip()
-        versions = dict(line.split() for line in installed.check(
-            name, "dpkg-query -W -f '${Package} ${Version}\\n' zfsutils-linux zfs-dkms linux-image-amd64 "
-                  f"linux-headers-amd64 linux-headers-{kernel}").splitlines())
+        versions = dict(
+            line.split()
+            for line in installed.check(
+                name,
+                "dpkg-query -W -f '${Package} ${Version}\\n' zfsutils-linux zfs-dkms linux-image-amd64 "
+                f"linux-headers-amd64 linux-headers-{kernel}",
+            ).splitlines()
+        )
         assert "bpo12" in versions["zfsutils-linux"] and versions["zfs-dkms"] == versions["zfsutils-linux"]
         # headers from the kernel's own release (not 6.12 from backports)
         assert versions["linux-headers-amd64"] == versions["linux-image-amd64"], versions
@@ -38,10 +43,14 @@ def test_converge_from_bare_installs_zfs_for_the_running_kernel(installed):
         assert re.search(rf"zfs/[\d.]+, {re.escape(kernel)}, x86_64: installed", dkms), dkms
         loaded = installed.check(name, "cat /sys/module/zfs/version").strip()
         on_disk = installed.check(name, "modinfo -F version zfs").strip()
-        assert loaded == on_disk and versions["zfsutils-linux"].startswith(loaded.split("-")[0]), (loaded, on_disk)
+        assert loaded == on_disk and versions["zfsutils-linux"].startswith(loaded.split("-")[0]), (
+            loaded,
+            on_disk,
+        )
         assert installed.check(name, "systemctl is-enabled zfs-load-module.service").strip() == "enabled"
         assert "bookworm-backports main contrib" in installed.check(
-            name, "cat /etc/apt/sources.list.d/dbzfs-backports.list")
+            name, "cat /etc/apt/sources.list.d/dbzfs-backports.list"
+        )
 
 
 def test_testinfra_checks_pass(installed):

@@ -7,8 +7,9 @@ import pytest
 from roles.secrets import Secrets
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULTS = {k: v for k, v in runpy.run_path(str(REPO / "group_data" / "all.py")).items()
-            if not k.startswith("_")}
+DEFAULTS = {
+    k: v for k, v in runpy.run_path(str(REPO / "group_data" / "all.py")).items() if not k.startswith("_")
+}
 GIB = 1024**3
 
 
@@ -28,16 +29,40 @@ def fleet():
     """A valid fleet: MariaDB primary + replica, PostgreSQL primary + standby."""
     hw = {"ram_bytes": 4 * GIB, "cpus": 2}
     return {
-        "db1": host_data(engine="mariadb", role="primary", server_id=1, hardware=hw,
-                         replication_address="10.99.0.11", drives=by_id("db1")),
-        "db2": host_data(engine="mariadb", role="replica", primary="db1", server_id=2,
-                         hardware=hw, replication_address="10.99.0.12", drives=by_id("db2")),
-        "pg1": host_data(engine="postgresql", role="primary", hardware=hw,
-                         replication_address="10.99.0.21", drive_pattern="nvme-TEST_pg1_*",
-                         drive_count=24),
-        "pg2": host_data(engine="postgresql", role="replica", primary="pg1", hardware=hw,
-                         replication_address="10.99.0.22", drive_pattern="nvme-TEST_pg2_*",
-                         drive_count=24),
+        "db1": host_data(
+            engine="mariadb",
+            role="primary",
+            server_id=1,
+            hardware=hw,
+            replication_address="10.99.0.11",
+            drives=by_id("db1"),
+        ),
+        "db2": host_data(
+            engine="mariadb",
+            role="replica",
+            primary="db1",
+            server_id=2,
+            hardware=hw,
+            replication_address="10.99.0.12",
+            drives=by_id("db2"),
+        ),
+        "pg1": host_data(
+            engine="postgresql",
+            role="primary",
+            hardware=hw,
+            replication_address="10.99.0.21",
+            drive_pattern="nvme-TEST_pg1_*",
+            drive_count=24,
+        ),
+        "pg2": host_data(
+            engine="postgresql",
+            role="replica",
+            primary="pg1",
+            hardware=hw,
+            replication_address="10.99.0.22",
+            drive_pattern="nvme-TEST_pg2_*",
+            drive_count=24,
+        ),
     }
 
 

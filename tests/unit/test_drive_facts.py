@@ -190,6 +190,11 @@ def test_blkid_error_is_kept_not_taken_for_blank():
 
 
 def test_missing_blkid_is_an_error():
-    output = [f"@drive {intel(1)}", "@device /dev/nvme1n1", "@sysblock",
-              "@blkid /dev/nvme1n1", "sh: 1: blkid: not found"]
+    output = [
+        f"@drive {intel(1)}",
+        "@device /dev/nvme1n1",
+        "@sysblock",
+        "@blkid /dev/nvme1n1",
+        "sh: 1: blkid: not found",
+    ]
     assert DriveState().process(output)[intel(1)]["probe_errors"] == ["sh: 1: blkid: not found"]

@@ -19,7 +19,11 @@ def test_groups_and_roles():
     assert [n for n, _ in inv["postgresql"]] == ["pg1", "pg2"]
     hosts = dict(inv["mariadb"] + inv["postgresql"])
     assert hosts["db1"]["role"] == "primary" and hosts["db1"]["server_id"] == 1
-    assert hosts["db2"]["role"] == "replica" and hosts["db2"]["primary"] == "db1" and hosts["db2"]["server_id"] == 2
+    assert (
+        hosts["db2"]["role"] == "replica"
+        and hosts["db2"]["primary"] == "db1"
+        and hosts["db2"]["server_id"] == 2
+    )
     assert hosts["pg2"]["primary"] == "pg1"
     for name, data in hosts.items():
         assert data["ssh_hostname"] == "127.0.0.1" and data["ssh_user"] == "root"
@@ -35,7 +39,11 @@ def test_drive_pattern_matches_exactly_the_vms_own_drives():
     lab = load()
     everything = [i for vm in lab.vms.values() for i in vm.drive_ids]
     # what udev also creates in the guest: namespace links and, once ZFS labels a drive, partitions
-    everything += [i + "_1" for i in everything] + [i + "-part1" for i in everything] + [i + "-part9" for i in everything]
+    everything += (
+        [i + "_1" for i in everything]
+        + [i + "-part1" for i in everything]
+        + [i + "-part9" for i in everything]
+    )
     for vm in lab.vms.values():
         assert vm.drive_count == 24
         assert sorted(fnmatch.filter(everything, vm.drive_pattern)) == sorted(vm.drive_ids)
@@ -58,6 +66,7 @@ def test_bare_vms_are_not_in_the_lab_inventory_but_in_their_own():
 def test_lab_install_inventory_passes_validation():
     from roles.secrets import Secrets
     from roles.validation import load_inventory_isolated, validate
+
     secrets = Secrets({"replication_password": "x" * 24}, "test")
     assert validate(load_inventory_isolated("inventories/lab_install.py"), secrets) == []
 
@@ -66,6 +75,7 @@ def test_bare_vm_definition_is_checked_like_the_others():
     import pytest
     import yaml
     from lab.definition import DEFINITION, LabDefinitionError, _check
+
     raw = yaml.safe_load(DEFINITION.read_text())
     raw["bare_vms"]["bare1"]["ssh_port"] = raw["vms"]["db1"]["ssh_port"]
     with pytest.raises(LabDefinitionError, match="ssh_port must differ"):

@@ -18,9 +18,13 @@ DOWN = [START, UNREACHABLE]
 
 
 def test_commands_never_fail_and_read_as_root_through_the_socket():
-    for fact, kwargs in ((MariadbVariables(), {}), (MariadbReplicaStatus(), {}),
-                         (MariadbUsers(), {}), (MariadbSchemas(), {}),
-                         (MariadbGrants(), {"user": "app", "user_host": "localhost"})):
+    for fact, kwargs in (
+        (MariadbVariables(), {}),
+        (MariadbReplicaStatus(), {}),
+        (MariadbUsers(), {}),
+        (MariadbSchemas(), {}),
+        (MariadbGrants(), {"user": "app", "user_host": "localhost"}),
+    ):
         command = str(fact.command(**kwargs).get_raw_value())
         assert command.startswith(f"echo {START} ; mariadb ")
         assert command.endswith(f"|| echo {UNREACHABLE}")
@@ -28,16 +32,24 @@ def test_commands_never_fail_and_read_as_root_through_the_socket():
 
 
 def test_unreachable_server_is_none():
-    for fact in (MariadbVariables(), MariadbReplicaStatus(), MariadbUsers(), MariadbSchemas(),
-                 MariadbGrants()):
+    for fact in (
+        MariadbVariables(),
+        MariadbReplicaStatus(),
+        MariadbUsers(),
+        MariadbSchemas(),
+        MariadbGrants(),
+    ):
         assert fact.process(DOWN) is None
         assert fact.default() is None
 
 
 def test_variables():
     out = [START, "innodb_doublewrite\tOFF", "read_only\tON", "init_connect\t"]
-    assert MariadbVariables().process(out) == {"innodb_doublewrite": "OFF", "read_only": "ON",
-                                               "init_connect": ""}
+    assert MariadbVariables().process(out) == {
+        "innodb_doublewrite": "OFF",
+        "read_only": "ON",
+        "init_connect": "",
+    }
     command = str(MariadbVariables().command(names=["read_only"]).get_raw_value())
     assert "WHERE Variable_name IN (" in command and "read_only" in command
 
@@ -66,8 +78,7 @@ def test_no_replication_is_an_empty_dict():
 
 def test_users_carry_a_digest_never_the_hash():
     users = MariadbUsers().process(fixture_lines("mariadb/users.txt"))
-    assert users[("root", "localhost")] == {"plugin": "mysql_native_password",
-                                            "credential": "invalid"}
+    assert users[("root", "localhost")] == {"plugin": "mysql_native_password", "credential": "invalid"}
     assert users[("replicator", "10.99.0.12")]["credential"].startswith("857bc84f")
     command = str(MariadbUsers().command().get_raw_value())
     assert "SHA2(authentication_string, 256)" in command
@@ -75,22 +86,34 @@ def test_users_carry_a_digest_never_the_hash():
 
 def test_grants_by_level():
     grants = MariadbGrants().process(fixture_lines("mariadb/grants_replicator.txt"))
-    assert grants == {"*": {"SELECT", "RELOAD", "LOCK TABLES", "REPLICATION SLAVE",
-                            "BINLOG MONITOR", "SHOW VIEW", "EVENT", "TRIGGER"}}
+    assert grants == {
+        "*": {
+            "SELECT",
+            "RELOAD",
+            "LOCK TABLES",
+            "REPLICATION SLAVE",
+            "BINLOG MONITOR",
+            "SHOW VIEW",
+            "EVENT",
+            "TRIGGER",
+        }
+    }
     app = MariadbGrants().process(fixture_lines("mariadb/grants_app.txt"))
     assert app == {"app": {"SELECT", "INSERT"}}  # USAGE is no privilege
     assert MariadbGrants().process([START, "*\tSELECT\tYES"]) == {"*": {"SELECT", "GRANT OPTION"}}
 
 
 def test_grantee_is_quoted_for_sql():
-    command = str(MariadbGrants().command(user="app", user_host="10.99.0.0/255.255.255.0")
-                  .get_raw_value())
+    command = str(MariadbGrants().command(user="app", user_host="10.99.0.0/255.255.255.0").get_raw_value())
     assert "GRANTEE = " in command and "10.99.0.0/255.255.255.0" in command
 
 
 def test_schemas():
     assert MariadbSchemas().process([START, "mysql", "app", "information_schema"]) == [
-        "app", "information_schema", "mysql"]
+        "app",
+        "information_schema",
+        "mysql",
+    ]
 
 
 def test_sql_string_escapes():
@@ -100,13 +123,22 @@ def test_sql_string_escapes():
 
 def test_service_config_state():
     from roles.facts.mariadb import ServiceConfigState
-    out = ["ActiveState=active", "ActiveEnterTimestamp=@1764480000", "NeedDaemonReload=no",
-           "mtime=1764479990 /etc/mysql/mariadb.conf.d/90-dbzfs.cnf"]
+
+    out = [
+        "ActiveState=active",
+        "ActiveEnterTimestamp=@1764480000",
+        "NeedDaemonReload=no",
+        "mtime=1764479990 /etc/mysql/mariadb.conf.d/90-dbzfs.cnf",
+    ]
     assert ServiceConfigState().process(out) == {
-        "active": "active", "started": 1764480000, "need_daemon_reload": False,
-        "mtimes": {"/etc/mysql/mariadb.conf.d/90-dbzfs.cnf": 1764479990}}
-    never = ServiceConfigState().process(["ActiveState=inactive", "ActiveEnterTimestamp=",
-                                          "NeedDaemonReload=no"])
+        "active": "active",
+        "started": 1764480000,
+        "need_daemon_reload": False,
+        "mtimes": {"/etc/mysql/mariadb.conf.d/90-dbzfs.cnf": 1764479990},
+    }
+    never = ServiceConfigState().process(
+        ["ActiveState=inactive", "ActiveEnterTimestamp=", "NeedDaemonReload=no"]
+    )
     assert never["started"] is None and never["mtimes"] == {}
     command = str(ServiceConfigState().command("mariadb.service", ["/etc/x.cnf"]).get_raw_value())
     assert "--timestamp=unix" in command and command.endswith("|| true")

@@ -50,15 +50,20 @@ def assert_secret_only_in_uploads(commands, uploads):
 
 
 def users(accounts=None):
-    return {MariadbUsers: {("root", "localhost"): {"plugin": "mysql_native_password",
-                                                   "credential": "invalid"}, **(accounts or {})}}
+    return {
+        MariadbUsers: {
+            ("root", "localhost"): {"plugin": "mysql_native_password", "credential": "invalid"},
+            **(accounts or {}),
+        }
+    }
 
 
 def test_credential_digest_matches_what_the_server_stores():
     # SHA2(authentication_string, 256) read from a MariaDB 10.11 account IDENTIFIED BY 'pw1'
     assert ops.native_password_hash("x") == "*B69027D44F6E5EDC07F1AEAD1477967B16F28227"
     assert ops.credential_digest("pw1") == (
-        "857bc84fe7681c2a2a22d6a5403e1af2b50f8d38d496d29568c1d4c4a7ccc457")
+        "857bc84fe7681c2a2a22d6a5403e1af2b50f8d38d496d29568c1d4c4a7ccc457"
+    )
 
 
 def test_new_user_sql_goes_through_an_upload():
@@ -75,16 +80,28 @@ def test_new_user_sql_goes_through_an_upload():
 
 
 def test_user_with_the_right_password_is_no_change():
-    facts = users({("app", "localhost"): {"plugin": "mysql_native_password",
-                                            "credential": ops.credential_digest(PASSWORD)}})
+    facts = users(
+        {
+            ("app", "localhost"): {
+                "plugin": "mysql_native_password",
+                "credential": ops.credential_digest(PASSWORD),
+            }
+        }
+    )
     commands, uploads, host = run(ops.user, facts, "app", "localhost", HIDDEN)
     assert commands == [] and uploads == {}
     assert host.noops
 
 
 def test_user_with_another_password_is_altered():
-    facts = users({("app", "localhost"): {"plugin": "mysql_native_password",
-                                            "credential": ops.credential_digest("old")}})
+    facts = users(
+        {
+            ("app", "localhost"): {
+                "plugin": "mysql_native_password",
+                "credential": ops.credential_digest("old"),
+            }
+        }
+    )
     commands, uploads, _ = run(ops.user, facts, "app", "localhost", HIDDEN)
     assert "ALTER USER 'app'@'localhost' IDENTIFIED BY" in uploads[f"{ops.SECRET_DIR}/user-app.sql"]
     assert_secret_only_in_uploads(commands, uploads)
@@ -108,33 +125,39 @@ def grants_fact(levels):
 
 def test_grants_added():
     commands, _, _ = run(ops.grants, grants_fact({}), "app", "localhost", "select, insert", "app")
-    assert commands == ["mariadb -e 'GRANT INSERT, SELECT ON `app`.* TO '\"'\"'app'\"'\"'@'\"'\"'"
-                        "localhost'\"'\"''"]
+    assert commands == [
+        "mariadb -e 'GRANT INSERT, SELECT ON `app`.* TO '\"'\"'app'\"'\"'@'\"'\"'localhost'\"'\"''"
+    ]
 
 
 def test_grants_extra_revoked_for_least_privilege():
-    commands, _, _ = run(ops.grants, grants_fact({"app": {"SELECT", "DROP"}}), "app",
-                         "localhost", "SELECT", "app")
+    commands, _, _ = run(
+        ops.grants, grants_fact({"app": {"SELECT", "DROP"}}), "app", "localhost", "SELECT", "app"
+    )
     assert len(commands) == 1 and "REVOKE DROP ON `app`.*" in commands[0]
 
 
 def test_grants_as_declared_is_no_change():
-    commands, _, host = run(ops.grants, grants_fact({"*": set(ops.REPLICATION_PRIVILEGES)}),
-                            "replicator", "10.99.0.12", ops.REPLICATION_PRIVILEGES)
+    commands, _, host = run(
+        ops.grants,
+        grants_fact({"*": set(ops.REPLICATION_PRIVILEGES)}),
+        "replicator",
+        "10.99.0.12",
+        ops.REPLICATION_PRIVILEGES,
+    )
     assert commands == [] and host.noops
 
 
 def test_grants_all_matches_the_expanded_list():
-    commands, _, _ = run(ops.grants, grants_fact({"app": set(ops.DATABASE_ALL)}), "app",
-                         "localhost", "ALL", "app")
+    commands, _, _ = run(
+        ops.grants, grants_fact({"app": set(ops.DATABASE_ALL)}), "app", "localhost", "ALL", "app"
+    )
     assert commands == []
 
 
 def test_other_levels_are_left_alone():
-    commands, _, _ = run(ops.grants, grants_fact({"other": {"SELECT"}}), "app", "localhost",
-                         "SELECT", "app")
-    assert commands == ["mariadb -e 'GRANT SELECT ON `app`.* TO '\"'\"'app'\"'\"'@'\"'\"'"
-                        "localhost'\"'\"''"]
+    commands, _, _ = run(ops.grants, grants_fact({"other": {"SELECT"}}), "app", "localhost", "SELECT", "app")
+    assert commands == ["mariadb -e 'GRANT SELECT ON `app`.* TO '\"'\"'app'\"'\"'@'\"'\"'localhost'\"'\"''"]
 
 
 # --- insecure accounts ------------------------------------------------------------------------
@@ -161,8 +184,13 @@ def replica_facts(status, schemas=SYSTEM):
 
 
 def seed(status=None, schemas=SYSTEM):
-    return run(ops.replica, replica_facts({} if status is None else status, schemas),
-               "10.99.0.11", "replicator", HIDDEN)
+    return run(
+        ops.replica,
+        replica_facts({} if status is None else status, schemas),
+        "10.99.0.11",
+        "replicator",
+        HIDDEN,
+    )
 
 
 def test_fresh_replica_is_seeded_with_a_consistent_gtid_dump():
@@ -176,9 +204,14 @@ def test_fresh_replica_is_seeded_with_a_consistent_gtid_dump():
     assert "MASTER_PASSWORD='s3cret-\\'quote" in change and change.endswith("START SLAVE;\n")
     assert "mariadb -e 'STOP SLAVE; RESET MASTER'" in commands
     dump = commands[-1]
-    for flag in ("--single-transaction", "--master-data=1", "--gtid", "--all-databases",
-                 "--ignore-table=mysql.gtid_slave_pos",
-                 f"--defaults-extra-file={ops.SECRET_DIR}/seed.cnf"):
+    for flag in (
+        "--single-transaction",
+        "--master-data=1",
+        "--gtid",
+        "--all-databases",
+        "--ignore-table=mysql.gtid_slave_pos",
+        f"--defaults-extra-file={ops.SECRET_DIR}/seed.cnf",
+    ):
         assert flag in dump
     assert "SET SESSION sql_log_bin=0;" in dump  # the load must not enter the replica's binlog
     assert dump.startswith("set -o pipefail;")
@@ -222,8 +255,7 @@ def test_replica_of_another_primary_is_reported():
 
 
 def test_connecting_io_thread_is_a_warning(caplog):
-    connecting = dict(RUNNING, Slave_IO_Running="Connecting",
-                      Last_IO_Error="error reconnecting to master")
+    connecting = dict(RUNNING, Slave_IO_Running="Connecting", Last_IO_Error="error reconnecting to master")
     with caplog.at_level(logging.WARNING):
         commands, _, host = seed(connecting)
     assert commands == []
@@ -237,14 +269,16 @@ def test_replica_with_databases_of_its_own_is_not_seeded_over():
 
 
 def test_unreachable_replica_is_planned_as_a_seed():
-    commands, uploads, _ = run(ops.replica, replica_facts(None, None), "10.99.0.11",
-                               "replicator", HIDDEN)
+    commands, uploads, _ = run(ops.replica, replica_facts(None, None), "10.99.0.11", "replicator", HIDDEN)
     assert f"{ops.SECRET_DIR}/seed.cnf" in uploads
 
 
 def test_privilege_names_normalised():
     assert ops.normalise_privileges("select, Insert ,REPLICATION  CLIENT") == {
-        "SELECT", "INSERT", "BINLOG MONITOR"}
+        "SELECT",
+        "INSERT",
+        "BINLOG MONITOR",
+    }
     assert ops.normalise_privileges("ALL PRIVILEGES") == ops.DATABASE_ALL
 
 
@@ -254,9 +288,14 @@ CNF = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
 
 
 def service(active="active", started=1000, mtime=900, reload=False):
-    return {ServiceConfigState: {"active": active, "started": started,
-                                 "need_daemon_reload": reload,
-                                 "mtimes": {} if mtime is None else {CNF: mtime}}}
+    return {
+        ServiceConfigState: {
+            "active": active,
+            "started": started,
+            "need_daemon_reload": reload,
+            "mtimes": {} if mtime is None else {CNF: mtime},
+        }
+    }
 
 
 def restart(facts):

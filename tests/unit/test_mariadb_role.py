@@ -10,9 +10,13 @@ from tests.unit.conftest import host_data
 
 
 def db1(**overrides):
-    data = host_data(engine="mariadb", role="primary", server_id=1,
-                     hardware={"ram_bytes": 4 * 1024**3, "cpus": 2},
-                     replication_address="10.99.0.11")
+    data = host_data(
+        engine="mariadb",
+        role="primary",
+        server_id=1,
+        hardware={"ram_bytes": 4 * 1024**3, "cpus": 2},
+        replication_address="10.99.0.11",
+    )
     data.update(overrides)
     return HostConfig.from_data("db1", data)
 
@@ -43,8 +47,7 @@ def test_client_hosts_default_to_localhost():
 
 def test_client_networks_become_netmask_host_parts():
     cfg = db1(db_client_networks=["10.20.0.0/16", "192.0.2.7/32", "198.51.100.0/24"])
-    assert mariadb.client_hosts(cfg) == ["10.20.0.0/255.255.0.0", "192.0.2.7",
-                                         "198.51.100.0/255.255.255.0"]
+    assert mariadb.client_hosts(cfg) == ["10.20.0.0/255.255.0.0", "192.0.2.7", "198.51.100.0/255.255.255.0"]
 
 
 def test_ipv6_client_network_is_refused():

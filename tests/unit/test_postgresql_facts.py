@@ -19,32 +19,60 @@ DATA = "/datastore/postgresql/15/main"
 
 def test_cluster_command_looks_in_the_declared_places():
     command = PostgresqlCluster().command("15", "main", DATA).get_raw_value()
-    for path in ("/etc/postgresql/15/main/postgresql.conf", f"{DATA}/PG_VERSION", f"{DATA}/pg_wal",
-                 f"{DATA}/standby.signal", "/var/lib/postgresql/15/main"):
+    for path in (
+        "/etc/postgresql/15/main/postgresql.conf",
+        f"{DATA}/PG_VERSION",
+        f"{DATA}/pg_wal",
+        f"{DATA}/standby.signal",
+        "/var/lib/postgresql/15/main",
+    ):
         assert path in command
 
 
 def test_cluster_present():
-    facts = PostgresqlCluster().process([
-        "config=yes", "pg_version=15", "data_entries=23",
-        "pg_wal=/datastore/postgresql-wal/15/main", "standby_signal=", "debian_default_dir=",
-    ])
-    assert facts == {"config": True, "pg_version": "15", "data_entries": 23,
-                     "pg_wal": "/datastore/postgresql-wal/15/main", "standby_signal": False,
-                     "debian_default_dir": False}
+    facts = PostgresqlCluster().process(
+        [
+            "config=yes",
+            "pg_version=15",
+            "data_entries=23",
+            "pg_wal=/datastore/postgresql-wal/15/main",
+            "standby_signal=",
+            "debian_default_dir=",
+        ]
+    )
+    assert facts == {
+        "config": True,
+        "pg_version": "15",
+        "data_entries": 23,
+        "pg_wal": "/datastore/postgresql-wal/15/main",
+        "standby_signal": False,
+        "debian_default_dir": False,
+    }
 
 
 def test_cluster_absent():
-    facts = PostgresqlCluster().process([
-        "config=", "pg_version=", "data_entries=-1", "pg_wal=", "standby_signal=",
-        "debian_default_dir=",
-    ])
+    facts = PostgresqlCluster().process(
+        [
+            "config=",
+            "pg_version=",
+            "data_entries=-1",
+            "pg_wal=",
+            "standby_signal=",
+            "debian_default_dir=",
+        ]
+    )
     assert facts["pg_version"] == "" and facts["data_entries"] == -1 and not facts["config"]
 
 
 def test_every_sql_fact_is_none_when_the_server_is_down():
-    for cls in (PostgresqlFileSettings, PostgresqlPendingRestart, PostgresqlRoles,
-                PostgresqlDatabases, PostgresqlReplicationSlots, PostgresqlWalReceiver):
+    for cls in (
+        PostgresqlFileSettings,
+        PostgresqlPendingRestart,
+        PostgresqlRoles,
+        PostgresqlDatabases,
+        PostgresqlReplicationSlots,
+        PostgresqlWalReceiver,
+    ):
         assert cls().process([DOWN]) is None, cls.__name__
 
 
@@ -55,13 +83,22 @@ def test_sql_facts_check_the_server_before_asking():
 
 
 def test_file_settings_split_restart_from_errors():
-    facts = PostgresqlFileSettings().process([UP,
-        "shared_buffers|postmaster|setting could not be applied|/etc/postgresql/15/main/postgresql.conf|16",
-        "work_mem|user|invalid value for parameter \"work_mem\": \"lots\"|/etc/postgresql/15/main/postgresql.conf|18",
-    ])
+    facts = PostgresqlFileSettings().process(
+        [
+            UP,
+            "shared_buffers|postmaster|setting could not be applied|/etc/postgresql/15/main/postgresql.conf|16",
+            'work_mem|user|invalid value for parameter "work_mem": "lots"|/etc/postgresql/15/main/postgresql.conf|18',
+        ]
+    )
     assert facts["restart"] == ["shared_buffers"]
-    assert facts["errors"] == [("work_mem", 'invalid value for parameter "work_mem": "lots"',
-                                "/etc/postgresql/15/main/postgresql.conf", 18)]
+    assert facts["errors"] == [
+        (
+            "work_mem",
+            'invalid value for parameter "work_mem": "lots"',
+            "/etc/postgresql/15/main/postgresql.conf",
+            18,
+        )
+    ]
 
 
 def test_file_settings_nothing_pending():
@@ -70,44 +107,68 @@ def test_file_settings_nothing_pending():
 
 def test_pending_restart():
     assert PostgresqlPendingRestart().process([UP, "max_connections", "shared_buffers"]) == [
-        "max_connections", "shared_buffers"]
+        "max_connections",
+        "shared_buffers",
+    ]
 
 
 def test_roles_never_read_the_verifier_itself():
     command = PostgresqlRoles().command().get_raw_value()
     assert "sha256(convert_to(rolpassword" in command
-    facts = PostgresqlRoles().process([UP,
-        "postgres|t|t|t||",
-        "replicator|t|t|f|4096:VsAmMVPqV+eVYoT3DLp7qA==|" + "ab" * 32,
-    ])
-    assert facts["replicator"] == {"login": True, "replication": True, "superuser": False,
-                                   "scram": "4096:VsAmMVPqV+eVYoT3DLp7qA==",
-                                   "verifier_sha256": "ab" * 32}
+    facts = PostgresqlRoles().process(
+        [
+            UP,
+            "postgres|t|t|t||",
+            "replicator|t|t|f|4096:VsAmMVPqV+eVYoT3DLp7qA==|" + "ab" * 32,
+        ]
+    )
+    assert facts["replicator"] == {
+        "login": True,
+        "replication": True,
+        "superuser": False,
+        "scram": "4096:VsAmMVPqV+eVYoT3DLp7qA==",
+        "verifier_sha256": "ab" * 32,
+    }
     assert facts["postgres"]["superuser"] and facts["postgres"]["scram"] == ""
 
 
 def test_databases_with_grants():
-    facts = PostgresqlDatabases().process([UP,
-        "app|app|app:CREATE,app:TEMPORARY,app:CONNECT",
-        "postgres|postgres|PUBLIC:TEMPORARY,PUBLIC:CONNECT,postgres:CREATE",
-    ])
+    facts = PostgresqlDatabases().process(
+        [
+            UP,
+            "app|app|app:CREATE,app:TEMPORARY,app:CONNECT",
+            "postgres|postgres|PUBLIC:TEMPORARY,PUBLIC:CONNECT,postgres:CREATE",
+        ]
+    )
     assert facts["app"] == {"owner": "app", "grants": {"app": {"CREATE", "TEMPORARY", "CONNECT"}}}
     assert facts["postgres"]["grants"]["PUBLIC"] == {"TEMPORARY", "CONNECT"}
 
 
 def test_replication_slots():
-    facts = PostgresqlReplicationSlots().process([UP,
-        "pg2|physical|t|0/3000148|streaming|10.99.0.22",
-        "pg3|physical|f|0/2000000||",
-    ])
-    assert facts["pg2"] == {"type": "physical", "active": True, "restart_lsn": "0/3000148",
-                            "state": "streaming", "client_addr": "10.99.0.22"}
+    facts = PostgresqlReplicationSlots().process(
+        [
+            UP,
+            "pg2|physical|t|0/3000148|streaming|10.99.0.22",
+            "pg3|physical|f|0/2000000||",
+        ]
+    )
+    assert facts["pg2"] == {
+        "type": "physical",
+        "active": True,
+        "restart_lsn": "0/3000148",
+        "state": "streaming",
+        "client_addr": "10.99.0.22",
+    }
     assert facts["pg3"]["active"] is False and facts["pg3"]["state"] == ""
 
 
 def test_wal_receiver_streaming():
     assert PostgresqlWalReceiver().process([UP, "t|streaming|pg2|10.99.0.21"]) == {
-        "in_recovery": True, "status": "streaming", "slot_name": "pg2", "sender_host": "10.99.0.21"}
+        "in_recovery": True,
+        "status": "streaming",
+        "slot_name": "pg2",
+        "sender_host": "10.99.0.21",
+    }
 
 
 def test_wal_receiver_waits_for_streaming():
@@ -127,7 +188,9 @@ def test_config_age():
     command = PostgresqlConfigAge().command(["/etc/a.conf"]).get_raw_value()
     assert "extract(epoch FROM pg_conf_load_time())" in command and "date -r /etc/a.conf +%s.%N" in command
     assert PostgresqlConfigAge().process([UP, "1764484017.935", "file 1764484011.2 /etc/a b.conf"]) == {
-        "loaded": 1764484017.935, "files": {"/etc/a b.conf": 1764484011.2}}
+        "loaded": 1764484017.935,
+        "files": {"/etc/a b.conf": 1764484011.2},
+    }
     assert PostgresqlConfigAge().process([DOWN, "file 1 /etc/a.conf"]) is None
 
 

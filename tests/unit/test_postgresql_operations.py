@@ -48,8 +48,14 @@ def uploaded(objects) -> list[str]:
 
 
 def cluster_fact(**changes):
-    facts = {"config": True, "pg_version": "15", "data_entries": 20, "pg_wal": WAL,
-             "standby_signal": False, "debian_default_dir": False}
+    facts = {
+        "config": True,
+        "pg_version": "15",
+        "data_entries": 20,
+        "pg_wal": WAL,
+        "standby_signal": False,
+        "debian_default_dir": False,
+    }
     facts.update(changes)
     return facts
 
@@ -61,27 +67,28 @@ NO_CLUSTER = cluster_fact(config=False, pg_version="", data_entries=-1, pg_wal="
 
 
 def test_cluster_created_on_the_datasets():
-    commands, host = run_operation(pg.cluster, {PostgresqlCluster: NO_CLUSTER}, "15", "main",
-                                   DATA, WAL)
-    assert commands == [f"pg_createcluster --locale C.UTF-8 --encoding UTF8 -d {DATA} 15 main "
-                        f"-- --waldir={WAL}"]
+    commands, host = run_operation(pg.cluster, {PostgresqlCluster: NO_CLUSTER}, "15", "main", DATA, WAL)
+    assert commands == [
+        f"pg_createcluster --locale C.UTF-8 --encoding UTF8 -d {DATA} 15 main -- --waldir={WAL}"
+    ]
 
 
 def test_existing_cluster_in_place_is_left_alone():
-    commands, host = run_operation(pg.cluster, {PostgresqlCluster: cluster_fact()}, "15", "main",
-                                   DATA, WAL)
+    commands, host = run_operation(pg.cluster, {PostgresqlCluster: cluster_fact()}, "15", "main", DATA, WAL)
     assert commands == [] and host.noops
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"pg_wal": ""}, "move the WAL by hand"),
-    ({"pg_version": "13"}, "PostgreSQL 13"),
-    ({"pg_version": "", "data_entries": 3}, "not empty"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"pg_wal": ""}, "move the WAL by hand"),
+        ({"pg_version": "13"}, "PostgreSQL 13"),
+        ({"pg_version": "", "data_entries": 3}, "not empty"),
+    ],
+)
 def test_cluster_elsewhere_is_refused(change, message):
     with pytest.raises(OperationError, match=message):
-        run_operation(pg.cluster, {PostgresqlCluster: cluster_fact(**change)}, "15", "main",
-                      DATA, WAL)
+        run_operation(pg.cluster, {PostgresqlCluster: cluster_fact(**change)}, "15", "main", DATA, WAL)
 
 
 # --- reload or restart ------------------------------------------------------------------------
@@ -100,8 +107,13 @@ def apply(facts):
 
 
 def test_reload_when_a_file_is_newer_than_the_last_read():
-    commands, host = apply({PostgresqlFileSettings: {"restart": [], "errors": []},
-                            PostgresqlConfigAge: age(hba=300.0), PostgresqlPendingRestart: []})
+    commands, host = apply(
+        {
+            PostgresqlFileSettings: {"restart": [], "errors": []},
+            PostgresqlConfigAge: age(hba=300.0),
+            PostgresqlPendingRestart: [],
+        }
+    )
     assert len(commands) == 1
     assert "systemctl reload postgresql@15-main.service" in commands[0]
     assert "pg_conf_load_time()" in commands[0]
@@ -109,8 +121,9 @@ def test_reload_when_a_file_is_newer_than_the_last_read():
 
 
 def test_nothing_when_the_server_has_read_its_files():
-    commands, host = apply({PostgresqlFileSettings: {"restart": [], "errors": []},
-                            PostgresqlConfigAge: age()})
+    commands, host = apply(
+        {PostgresqlFileSettings: {"restart": [], "errors": []}, PostgresqlConfigAge: age()}
+    )
     assert commands == [] and "runs with its files" in host.noops[0]
 
 
@@ -120,9 +133,13 @@ def test_restart_when_a_postmaster_setting_changed():
 
 
 def test_restart_when_pending_after_reload():
-    commands, host = apply({PostgresqlFileSettings: {"restart": [], "errors": []},
-                            PostgresqlConfigAge: age(conf=300.0),
-                            PostgresqlPendingRestart: ["max_connections"]})
+    commands, host = apply(
+        {
+            PostgresqlFileSettings: {"restart": [], "errors": []},
+            PostgresqlConfigAge: age(conf=300.0),
+            PostgresqlPendingRestart: ["max_connections"],
+        }
+    )
     assert "systemctl reload" in commands[0]
     assert commands[1:] == ["systemctl restart postgresql@15-main.service"]
 
@@ -134,8 +151,14 @@ def test_stopped_server_is_not_touched():
 
 def test_rejected_configuration_stops_before_reload():
     with pytest.raises(OperationError, match="work_mem: invalid value"):
-        apply({PostgresqlFileSettings: {
-            "restart": [], "errors": [("work_mem", "invalid value", "/etc/x.conf", 3)]}})
+        apply(
+            {
+                PostgresqlFileSettings: {
+                    "restart": [],
+                    "errors": [("work_mem", "invalid value", "/etc/x.conf", 3)],
+                }
+            }
+        )
 
 
 # --- roles: passwords only as SCRAM verifiers, through a root-only file -----------------------
@@ -143,18 +166,25 @@ def test_rejected_configuration_stops_before_reload():
 
 def role(password, replication=True, login=True, superuser=False):
     verifier = pg.scram_verifier(password)
-    return {"login": login, "replication": replication, "superuser": superuser,
-            "scram": verifier.split("$")[1],
-            "verifier_sha256": hashlib.sha256(verifier.encode()).hexdigest()}
+    return {
+        "login": login,
+        "replication": replication,
+        "superuser": superuser,
+        "scram": verifier.split("$")[1],
+        "verifier_sha256": hashlib.sha256(verifier.encode()).hexdigest(),
+    }
 
 
 def test_new_replication_role():
     commands, objects, host = commands_and_objects(
-        pg.login_role, {PostgresqlRoles: {}}, "replicator", PASSWORD, replication=True)
+        pg.login_role, {PostgresqlRoles: {}}, "replicator", PASSWORD, replication=True
+    )
     assert commands[0] == "install -d -m 0700 -o root -g root /run/dbzfs"
     assert isinstance(objects[1], FileUploadCommand)
     assert objects[1].dest.startswith("/run/dbzfs/")
-    assert commands[2].startswith("runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres < /run/dbzfs/")
+    assert commands[2].startswith(
+        "runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres < /run/dbzfs/"
+    )
     assert "rm -f /run/dbzfs/" in commands[2]
     (sql,) = uploaded(objects)
     assert "SET log_min_error_statement = 'panic';" in sql
@@ -163,28 +193,35 @@ def test_new_replication_role():
 
 
 def test_role_with_its_password_is_left_alone():
-    commands, host = run_operation(pg.login_role, {PostgresqlRoles: {"replicator": role(PASSWORD)}},
-                                   "replicator", PASSWORD, replication=True)
+    commands, host = run_operation(
+        pg.login_role,
+        {PostgresqlRoles: {"replicator": role(PASSWORD)}},
+        "replicator",
+        PASSWORD,
+        replication=True,
+    )
     assert commands == [] and host.noops == ["role replicator exists with its password"]
 
 
-@pytest.mark.parametrize("live", [
-    role("another password"),
-    role(PASSWORD, replication=False),
-    role(PASSWORD, login=False),
-    {"login": True, "replication": True, "superuser": False, "scram": "", "verifier_sha256": ""},
-])
+@pytest.mark.parametrize(
+    "live",
+    [
+        role("another password"),
+        role(PASSWORD, replication=False),
+        role(PASSWORD, login=False),
+        {"login": True, "replication": True, "superuser": False, "scram": "", "verifier_sha256": ""},
+    ],
+)
 def test_role_altered_when_password_or_attributes_differ(live):
     commands, objects, host = commands_and_objects(
-        pg.login_role, {PostgresqlRoles: {"replicator": live}}, "replicator", PASSWORD,
-        replication=True)
+        pg.login_role, {PostgresqlRoles: {"replicator": live}}, "replicator", PASSWORD, replication=True
+    )
     (sql,) = uploaded(objects)
     assert 'ALTER ROLE "replicator" WITH LOGIN REPLICATION NOSUPERUSER PASSWORD' in sql
 
 
 def test_application_role_has_no_replication():
-    commands, objects, host = commands_and_objects(pg.login_role, {PostgresqlRoles: {}}, "app",
-                                                   "app-pw")
+    commands, objects, host = commands_and_objects(pg.login_role, {PostgresqlRoles: {}}, "app", "app-pw")
     (sql,) = uploaded(objects)
     assert 'CREATE ROLE "app" WITH LOGIN NOREPLICATION NOSUPERUSER' in sql
 
@@ -202,26 +239,32 @@ def test_role_needs_a_password_and_a_running_server():
 def test_secret_file_uploaded_privately_then_moved():
     content = pg.pgpass_line(PASSWORD, "replicator")
     commands, objects, host = commands_and_objects(
-        pg.secret_file, {File: None}, "/var/lib/postgresql/.pgpass", content, "postgres",
-        "postgres")
+        pg.secret_file, {File: None}, "/var/lib/postgresql/.pgpass", content, "postgres", "postgres"
+    )
     assert uploaded(objects) == [content]
-    assert commands[-1] == ("chown postgres:postgres /run/dbzfs/.pgpass && chmod 600 "
-                            "/run/dbzfs/.pgpass && mv -f /run/dbzfs/.pgpass /var/lib/postgresql/.pgpass")
+    assert commands[-1] == (
+        "chown postgres:postgres /run/dbzfs/.pgpass && chmod 600 "
+        "/run/dbzfs/.pgpass && mv -f /run/dbzfs/.pgpass /var/lib/postgresql/.pgpass"
+    )
     assert all(PASSWORD not in c for c in commands)
 
 
 def test_secret_file_unchanged_is_compared_by_hash():
     content = "x:y\n"
-    facts = {File: {"user": "postgres", "group": "postgres", "mode": 600},
-             Sha256File: hashlib.sha256(content.encode()).hexdigest()}
+    facts = {
+        File: {"user": "postgres", "group": "postgres", "mode": 600},
+        Sha256File: hashlib.sha256(content.encode()).hexdigest(),
+    }
     commands, host = run_operation(pg.secret_file, facts, "/p", content, "postgres", "postgres")
     assert commands == [] and host.noops
 
 
 def test_secret_file_wrong_mode_fixed_without_upload():
     content = "x:y\n"
-    facts = {File: {"user": "postgres", "group": "postgres", "mode": 644},
-             Sha256File: hashlib.sha256(content.encode()).hexdigest()}
+    facts = {
+        File: {"user": "postgres", "group": "postgres", "mode": 644},
+        Sha256File: hashlib.sha256(content.encode()).hexdigest(),
+    }
     commands, host = run_operation(pg.secret_file, facts, "/p", content, "postgres", "postgres")
     assert commands == ["chown postgres:postgres /p", "chmod 600 /p"]
 
@@ -234,27 +277,32 @@ def test_pgpass_escapes_colon_and_backslash():
 
 
 def test_new_database_only_its_user_connects():
-    commands, host = run_operation(pg.database, {PostgresqlDatabases: {}}, "app", owner="app",
-                                   connect=["app"])
+    commands, host = run_operation(
+        pg.database, {PostgresqlDatabases: {}}, "app", owner="app", connect=["app"]
+    )
     assert commands == [
         "runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres "
-        "-c 'CREATE DATABASE \"app\" OWNER \"app\";' "
+        '-c \'CREATE DATABASE "app" OWNER "app";\' '
         "-c 'REVOKE CONNECT, TEMPORARY ON DATABASE \"app\" FROM PUBLIC;' "
-        "-c 'GRANT CONNECT ON DATABASE \"app\" TO \"app\";'"]
+        '-c \'GRANT CONNECT ON DATABASE "app" TO "app";\''
+    ]
 
 
 def test_database_as_declared_changes_nothing():
     live = {"app": {"owner": "app", "grants": {"app": {"CONNECT", "CREATE", "TEMPORARY"}}}}
-    commands, host = run_operation(pg.database, {PostgresqlDatabases: live}, "app", owner="app",
-                                   connect=["app"])
+    commands, host = run_operation(
+        pg.database, {PostgresqlDatabases: live}, "app", owner="app", connect=["app"]
+    )
     assert commands == [] and host.noops
 
 
 def test_database_public_connect_revoked_and_owner_fixed():
-    live = {"app": {"owner": "postgres",
-                    "grants": {"PUBLIC": {"CONNECT", "TEMPORARY"}, "postgres": {"CREATE"}}}}
-    commands, host = run_operation(pg.database, {PostgresqlDatabases: live}, "app", owner="app",
-                                   connect=["app"])
+    live = {
+        "app": {"owner": "postgres", "grants": {"PUBLIC": {"CONNECT", "TEMPORARY"}, "postgres": {"CREATE"}}}
+    }
+    commands, host = run_operation(
+        pg.database, {PostgresqlDatabases: live}, "app", owner="app", connect=["app"]
+    )
     assert 'ALTER DATABASE "app" OWNER TO "app";' in commands[0]
     assert 'REVOKE CONNECT, TEMPORARY ON DATABASE "app" FROM PUBLIC;' in commands[0]
     assert 'GRANT CONNECT ON DATABASE "app" TO "app";' in commands[0]
@@ -265,13 +313,22 @@ def test_database_public_connect_revoked_and_owner_fixed():
 
 def test_slot_created_reserving_wal():
     commands, host = run_operation(pg.replication_slot, {PostgresqlReplicationSlots: {}}, "pg2")
-    assert commands == ["runuser -u postgres -- psql -X -q -A -t -v ON_ERROR_STOP=1 -d postgres "
-                        "-c 'SELECT pg_create_physical_replication_slot('\"'\"'pg2'\"'\"', true)'"]
+    assert commands == [
+        "runuser -u postgres -- psql -X -q -A -t -v ON_ERROR_STOP=1 -d postgres "
+        "-c 'SELECT pg_create_physical_replication_slot('\"'\"'pg2'\"'\"', true)'"
+    ]
 
 
 def test_existing_slot_left_alone():
-    slots = {"pg2": {"type": "physical", "active": True, "restart_lsn": "0/1", "state": "streaming",
-                     "client_addr": "10.99.0.22"}}
+    slots = {
+        "pg2": {
+            "type": "physical",
+            "active": True,
+            "restart_lsn": "0/1",
+            "state": "streaming",
+            "client_addr": "10.99.0.22",
+        }
+    }
     commands, host = run_operation(pg.replication_slot, {PostgresqlReplicationSlots: slots}, "pg2")
     assert commands == [] and host.noops
 
@@ -281,9 +338,16 @@ def test_slot_names_are_valid():
     assert pg.slot_name("PG-02.db.example.net") == "pg_02_db_example_net"
 
 
-STANDBY = dict(version="15", cluster_name="main", data_directory=DATA, wal_directory=WAL,
-               primary_address="10.99.0.21", slot="pg2", application_name="pg2",
-               passfile="/var/lib/postgresql/.pgpass")
+STANDBY = dict(
+    version="15",
+    cluster_name="main",
+    data_directory=DATA,
+    wal_directory=WAL,
+    primary_address="10.99.0.21",
+    slot="pg2",
+    application_name="pg2",
+    passfile="/var/lib/postgresql/.pgpass",
+)
 
 
 def test_standby_built_with_basebackup_through_its_slot():
@@ -292,21 +356,22 @@ def test_standby_built_with_basebackup_through_its_slot():
         "runuser -u postgres -- env PGPASSFILE=/var/lib/postgresql/.pgpass pg_basebackup "
         "-h 10.99.0.21 -p 5432 -U replicator -w -d application_name=pg2 -S pg2 -R -X stream "
         f"-c fast -D {DATA} --waldir={WAL}",
-        f"runuser -u postgres -- touch {DATA}/postgresql.conf {DATA}/pg_hba.conf "
-        f"{DATA}/pg_ident.conf",
+        f"runuser -u postgres -- touch {DATA}/postgresql.conf {DATA}/pg_hba.conf {DATA}/pg_ident.conf",
         f"pg_createcluster -d {DATA} 15 main",
     ]
 
 
 def test_healthy_standby_is_never_rebuilt():
-    commands, host = run_operation(pg.standby,
-                                   {PostgresqlCluster: cluster_fact(standby_signal=True)}, **STANDBY)
+    commands, host = run_operation(
+        pg.standby, {PostgresqlCluster: cluster_fact(standby_signal=True)}, **STANDBY
+    )
     assert commands == [] and host.noops
 
 
 def test_interrupted_build_is_registered_not_rebuilt():
     commands, host = run_operation(
-        pg.standby, {PostgresqlCluster: cluster_fact(config=False, standby_signal=True)}, **STANDBY)
+        pg.standby, {PostgresqlCluster: cluster_fact(config=False, standby_signal=True)}, **STANDBY
+    )
     assert commands[-1] == f"pg_createcluster -d {DATA} 15 main"
     assert not any("pg_basebackup" in c for c in commands)
 
@@ -320,24 +385,25 @@ def test_promoted_standby_is_reported_not_rebuilt(caplog):
 
 def test_standby_over_unknown_files_is_refused():
     with pytest.raises(OperationError, match="not empty"):
-        run_operation(pg.standby, {PostgresqlCluster: cluster_fact(pg_version="", data_entries=2)},
-                      **STANDBY)
+        run_operation(pg.standby, {PostgresqlCluster: cluster_fact(pg_version="", data_entries=2)}, **STANDBY)
 
 
 def test_standby_streaming_is_quiet(caplog):
-    state = {"in_recovery": True, "status": "streaming", "slot_name": "pg2",
-             "sender_host": "10.99.0.21"}
+    state = {"in_recovery": True, "status": "streaming", "slot_name": "pg2", "sender_host": "10.99.0.21"}
     with caplog.at_level(logging.WARNING):
         commands, host = run_operation(pg.standby_health, {PostgresqlWalReceiver: state}, "pg1")
     assert commands == [] and caplog.text == ""
     assert host.fact_calls[0][2] == {"wait": 30}
 
 
-@pytest.mark.parametrize("state, why", [
-    (None, "does not accept connections"),
-    ({"in_recovery": False, "status": "", "slot_name": "", "sender_host": ""}, "not in recovery"),
-    ({"in_recovery": True, "status": "", "slot_name": "", "sender_host": ""}, "not running"),
-])
+@pytest.mark.parametrize(
+    "state, why",
+    [
+        (None, "does not accept connections"),
+        ({"in_recovery": False, "status": "", "slot_name": "", "sender_host": ""}, "not in recovery"),
+        ({"in_recovery": True, "status": "", "slot_name": "", "sender_host": ""}, "not running"),
+    ],
+)
 def test_standby_not_streaming_is_reported(caplog, state, why):
     with caplog.at_level(logging.WARNING):
         commands, host = run_operation(pg.standby_health, {PostgresqlWalReceiver: state}, "pg1")
@@ -346,29 +412,45 @@ def test_standby_not_streaming_is_reported(caplog, state, why):
 
 
 def test_primary_reports_inactive_and_missing_slots(caplog):
-    slots = {"pg2": {"type": "physical", "active": False, "restart_lsn": "0/5000000", "state": "",
-                     "client_addr": ""}}
+    slots = {
+        "pg2": {
+            "type": "physical",
+            "active": False,
+            "restart_lsn": "0/5000000",
+            "state": "",
+            "client_addr": "",
+        }
+    }
     with caplog.at_level(logging.WARNING):
-        commands, host = run_operation(pg.replication_health, {PostgresqlReplicationSlots: slots},
-                                       ["pg2", "pg3"])
+        commands, host = run_operation(
+            pg.replication_health, {PostgresqlReplicationSlots: slots}, ["pg2", "pg3"]
+        )
     assert commands == []
     assert "standby pg2 is not streaming" in caplog.text and "inactive" in caplog.text
     assert "standby pg3 is not streaming" in caplog.text and "missing" in caplog.text
 
 
 def test_primary_quiet_when_every_standby_streams(caplog):
-    slots = {"pg2": {"type": "physical", "active": True, "restart_lsn": "0/5000000",
-                     "state": "streaming", "client_addr": "10.99.0.22"}}
+    slots = {
+        "pg2": {
+            "type": "physical",
+            "active": True,
+            "restart_lsn": "0/5000000",
+            "state": "streaming",
+            "client_addr": "10.99.0.22",
+        }
+    }
     with caplog.at_level(logging.WARNING):
-        commands, host = run_operation(pg.replication_health, {PostgresqlReplicationSlots: slots},
-                                       ["pg2"])
+        commands, host = run_operation(pg.replication_health, {PostgresqlReplicationSlots: slots}, ["pg2"])
     assert commands == [] and caplog.text == ""
 
 
 def test_daemon_reload_only_when_systemd_holds_old_files():
-    commands, host = run_operation(pg.unit_files_loaded, {SystemdNeedsReload: True},
-                                   "postgresql@15-main.service")
+    commands, host = run_operation(
+        pg.unit_files_loaded, {SystemdNeedsReload: True}, "postgresql@15-main.service"
+    )
     assert commands == ["systemctl daemon-reload"]
-    commands, host = run_operation(pg.unit_files_loaded, {SystemdNeedsReload: False},
-                                   "postgresql@15-main.service")
+    commands, host = run_operation(
+        pg.unit_files_loaded, {SystemdNeedsReload: False}, "postgresql@15-main.service"
+    )
     assert commands == [] and host.noops

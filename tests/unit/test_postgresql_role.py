@@ -17,8 +17,10 @@ from roles.operations import postgresql as pg
 from tests.unit.conftest import GIB
 
 # Computed by PostgreSQL 15 itself: ALTER ROLE postgres PASSWORD 'Pa:ss\w0rd-x'.
-PG_VERIFIER = ("SCRAM-SHA-256$4096:VsAmMVPqV+eVYoT3DLp7qA==$rPEqhr5JBsiFhLR0e7w9bQRyYE9tcInNNkjDJ2Lrm7o"
-               "=:b9BNRfb1+RHORaXbYCcKAmLb8pNmL6p4p1J6G7SYcAE=")
+PG_VERIFIER = (
+    "SCRAM-SHA-256$4096:VsAmMVPqV+eVYoT3DLp7qA==$rPEqhr5JBsiFhLR0e7w9bQRyYE9tcInNNkjDJ2Lrm7o"
+    "=:b9BNRfb1+RHORaXbYCcKAmLb8pNmL6p4p1J6G7SYcAE="
+)
 
 
 def test_scram_verifier_matches_postgresql():
@@ -27,8 +29,10 @@ def test_scram_verifier_matches_postgresql():
 
 
 def test_password_matches_a_stored_verifier():
-    live = {"scram": "4096:VsAmMVPqV+eVYoT3DLp7qA==",
-            "verifier_sha256": hashlib.sha256(PG_VERIFIER.encode()).hexdigest()}
+    live = {
+        "scram": "4096:VsAmMVPqV+eVYoT3DLp7qA==",
+        "verifier_sha256": hashlib.sha256(PG_VERIFIER.encode()).hexdigest(),
+    }
     assert pg.password_matches("Pa:ss\\w0rd-x", live)
     assert not pg.password_matches("Pa:ss\\w0rd-y", live)
     assert not pg.password_matches("Pa:ss\\w0rd-x", {"scram": "", "verifier_sha256": ""})
@@ -50,12 +54,16 @@ def test_dropin_waits_for_zfs_and_both_datasets(fleet):
 
 
 def test_database_grants_least_privilege(fleet):
-    cfg = cfg_for(fleet, "pg1",
-                  databases=[{"name": "heap", "owner": "heap"}, {"name": "reports"}],
-                  db_users=[{"name": "heap", "password_secret": "heap_password"},
-                            {"name": "reader", "password_secret": "r", "database": "reports"},
-                            {"name": "etl", "password_secret": "e", "database": "reports",
-                             "owner": True}])
+    cfg = cfg_for(
+        fleet,
+        "pg1",
+        databases=[{"name": "heap", "owner": "heap"}, {"name": "reports"}],
+        db_users=[
+            {"name": "heap", "password_secret": "heap_password"},
+            {"name": "reader", "password_secret": "r", "database": "reports"},
+            {"name": "etl", "password_secret": "e", "database": "reports", "owner": True},
+        ],
+    )
     assert role.database_grants(cfg) == [
         {"name": "heap", "owner": "heap", "connect": ["heap"]},
         {"name": "reports", "owner": "etl", "connect": ["reader", "etl"]},
@@ -63,8 +71,7 @@ def test_database_grants_least_privilege(fleet):
 
 
 def test_user_of_an_undeclared_database_is_refused(fleet):
-    cfg = cfg_for(fleet, "pg1", databases=[],
-                  db_users=[{"name": "app", "password_secret": "app_password"}])
+    cfg = cfg_for(fleet, "pg1", databases=[], db_users=[{"name": "app", "password_secret": "app_password"}])
     with pytest.raises(PyinfraError, match="database 'app', which is not in databases"):
         role.database_grants(cfg)
 
@@ -77,19 +84,27 @@ def test_standbys_and_primary(fleet):
     assert role.primary_of(pg2, members) == pg1
 
 
-@pytest.mark.parametrize("template, context", [
-    ("postgresql.conf.j2", lambda cfg, members: render.postgresql_context(
-        cfg, cfg.sizing(4 * GIB, 2), members)),
-    ("pg_hba.conf.j2", lambda cfg, members: render.pg_hba_context(cfg, members)),
-])
+@pytest.mark.parametrize(
+    "template, context",
+    [
+        (
+            "postgresql.conf.j2",
+            lambda cfg, members: render.postgresql_context(cfg, cfg.sizing(4 * GIB, 2), members),
+        ),
+        ("pg_hba.conf.j2", lambda cfg, members: render.pg_hba_context(cfg, members)),
+    ],
+)
 def test_pyinfra_renders_templates_like_render_py(fleet, template, context):
-    fleet["pg1"].update(db_users=[{"name": "app", "password_secret": "app_password"}],
-                        databases=[{"name": "app", "owner": "app"}],
-                        db_client_networks=["10.0.0.0/8"])
+    fleet["pg1"].update(
+        db_users=[{"name": "app", "password_secret": "app_password"}],
+        databases=[{"name": "app", "owner": "app"}],
+        db_client_networks=["10.0.0.0/8"],
+    )
     members = [HostConfig.from_data(n, d) for n, d in fleet.items() if d["engine"] == "postgresql"]
     ctx = context(members[0], members)
-    by_pyinfra = get_template(str(role.TEMPLATES / template),
-                              {"trim_blocks": True, "lstrip_blocks": True}).render(ctx)
+    by_pyinfra = get_template(
+        str(role.TEMPLATES / template), {"trim_blocks": True, "lstrip_blocks": True}
+    ).render(ctx)
     assert by_pyinfra == render.render(template, ctx)
 
 
@@ -108,5 +123,6 @@ def test_only_keeps_the_call_site_for_every_host(monkeypatch):
 
 def test_skip_is_a_noop():
     from tests.unit.fact_stubs import run_operation
+
     commands, host = run_operation(pg.not_on_this_host, {}, reason="not a standby", path="/x")
     assert commands == [] and host.noops == ["not a standby"]

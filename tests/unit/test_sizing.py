@@ -79,10 +79,10 @@ def test_analytics_postgresql_heap_like():
 
 
 def test_log_write_ahead_follows_recordsize_up_to_mariadbs_maximum():
-    assert size(LAB_VM, "mariadb", data_recordsize=2 * KIB).database[
-        "innodb_log_write_ahead_size"] == 2 * KIB
-    assert size(LAB_VM, "mariadb", data_recordsize=16 * KIB).database[
-        "innodb_log_write_ahead_size"] == 4 * KIB
+    assert size(LAB_VM, "mariadb", data_recordsize=2 * KIB).database["innodb_log_write_ahead_size"] == 2 * KIB
+    assert (
+        size(LAB_VM, "mariadb", data_recordsize=16 * KIB).database["innodb_log_write_ahead_size"] == 4 * KIB
+    )
 
 
 def test_explicit_max_connections():
@@ -91,8 +91,10 @@ def test_explicit_max_connections():
 
 @pytest.mark.parametrize("engine", ["mariadb", "postgresql"])
 @pytest.mark.parametrize("workload", ["oltp", "analytics"])
-@pytest.mark.parametrize("ram_gib,cpus,drives", list(itertools.product(
-    [2, 4, 8, 16, 64, 256, 768, 2048], [1, 2, 4, 16, 64, 128, 256], [2, 4, 24, 48])))
+@pytest.mark.parametrize(
+    "ram_gib,cpus,drives",
+    list(itertools.product([2, 4, 8, 16, 64, 256, 768, 2048], [1, 2, 4, 16, 64, 128, 256], [2, 4, 24, 48])),
+)
 def test_memory_never_exceeds_ram(engine, workload, ram_gib, cpus, drives):
     ram = ram_gib * GIB
     s = size(Hardware(ram, cpus, drives), engine, workload)
@@ -115,11 +117,14 @@ def test_memory_never_exceeds_ram(engine, workload, ram_gib, cpus, drives):
         assert d["effective_cache_size"] < ram
 
 
-@pytest.mark.parametrize("hw,engine,workload", [
-    (Hardware(1 * GIB, 2, 24), "mariadb", "oltp"),
-    (LAB_VM, "sqlite", "oltp"),
-    (LAB_VM, "mariadb", "batch"),
-])
+@pytest.mark.parametrize(
+    "hw,engine,workload",
+    [
+        (Hardware(1 * GIB, 2, 24), "mariadb", "oltp"),
+        (LAB_VM, "sqlite", "oltp"),
+        (LAB_VM, "mariadb", "batch"),
+    ],
+)
 def test_rejects_bad_input(hw, engine, workload):
     with pytest.raises(ValueError):
         size(hw, engine, workload)

@@ -22,9 +22,12 @@ def _need(exe):
 
 def test_vagrant_validate():
     vagrant = _need("vagrant")
-    plugins = subprocess.run([vagrant, "plugin", "list"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    plugins = subprocess.run(
+        [vagrant, "plugin", "list"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert "vagrant-libvirt" in plugins.stdout, (
-        f"vagrant-libvirt plugin missing (Debian package vagrant-libvirt):\n{plugins.stdout}{plugins.stderr}")
+        f"vagrant-libvirt plugin missing (Debian package vagrant-libvirt):\n{plugins.stdout}{plugins.stderr}"
+    )
     r = subprocess.run([vagrant, "validate"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"vagrant validate failed:\n{r.stdout}\n{r.stderr}"
     assert "validated successfully" in r.stdout
@@ -44,8 +47,16 @@ def test_vagrantfile_reads_the_lab_definition():
     assert r.returncode == 0, r.stderr
     lab = load()
     expected = [
-        " ".join([vm.name, str(vm.memory), str(vm.vcpus), str(vm.drive_size // 2**20), vm.private_address,
-                  ",".join(vm.serials)])
+        " ".join(
+            [
+                vm.name,
+                str(vm.memory),
+                str(vm.vcpus),
+                str(vm.drive_size // 2**20),
+                vm.private_address,
+                ",".join(vm.serials),
+            ]
+        )
         for vm in lab.vms.values()
     ]
     assert r.stdout.split("\n")[:-1] == expected

@@ -50,16 +50,12 @@ def test_create_with_properties():
 
 
 def test_create_with_parents_and_extra_props():
-    commands, _ = run_operation(
-        zfs.dataset, facts({}), "dbpool/a/b", create_parents=True, recordsize="16k"
-    )
+    commands, _ = run_operation(zfs.dataset, facts({}), "dbpool/a/b", create_parents=True, recordsize="16k")
     assert commands == ["zfs create -p -o recordsize=16k dbpool/a/b"]
 
 
 def test_second_run_is_noop():
-    commands, host = run_operation(
-        zfs.dataset, facts(), "dbpool/datastore/mysql", properties=MYSQL
-    )
+    commands, host = run_operation(zfs.dataset, facts(), "dbpool/datastore/mysql", properties=MYSQL)
     assert commands == []
     assert host.noops == ["dataset dbpool/datastore/mysql has the declared properties"]
 
@@ -98,9 +94,7 @@ def test_zstd_level_change_is_set():
 def test_only_differing_properties_are_set():
     data = with_value("dbpool/datastore/mysql", "recordsize", "131072")
     data["dbpool/datastore/mysql"]["logbias"] = {"value": "latency", "source": "default"}
-    commands, _ = run_operation(
-        zfs.dataset, facts(data), "dbpool/datastore/mysql", properties=MYSQL
-    )
+    commands, _ = run_operation(zfs.dataset, facts(data), "dbpool/datastore/mysql", properties=MYSQL)
     assert commands == ["zfs set recordsize=16k logbias=throughput dbpool/datastore/mysql"]
 
 
@@ -137,9 +131,7 @@ def test_create_only_property_is_reported_not_set(caplog):
 
 
 def test_create_only_property_matching_is_silent():
-    commands, host = run_operation(
-        zfs.dataset, facts(), "dbpool/datastore", properties={"utf8only": "off"}
-    )
+    commands, host = run_operation(zfs.dataset, facts(), "dbpool/datastore", properties={"utf8only": "off"})
     assert commands == []
     assert host.noops == ["dataset dbpool/datastore has the declared properties"]
 

@@ -18,9 +18,7 @@ def serial(n):
 
 def test_topology_command_checks_pool_exists_and_keeps_by_id_paths():
     command = str(ZpoolTopology().command(pool="dbpool"))
-    assert command == (
-        "if zpool list -H -o name dbpool >/dev/null 2>&1; then zpool status -P dbpool ; fi"
-    )
+    assert command == ("if zpool list -H -o name dbpool >/dev/null 2>&1; then zpool status -P dbpool ; fi")
     assert "-L" not in command
 
 
@@ -118,8 +116,7 @@ def test_pool_properties_none_without_output():
 def test_dataset_properties_command():
     fact = ZfsDatasetProperties()
     assert str(fact.command(datasets=["dbpool/datastore", "dbpool/datastore/mysql"])) == (
-        "zfs get -H -p -o name,property,value,source all "
-        "dbpool/datastore dbpool/datastore/mysql || true"
+        "zfs get -H -p -o name,property,value,source all dbpool/datastore dbpool/datastore/mysql || true"
     )
     assert str(fact.command(datasets="dbpool/datastore", recursive=True)) == (
         "zfs get -H -p -o name,property,value,source -r all dbpool/datastore || true"

@@ -124,11 +124,7 @@ def test_drive_with_ext4_is_refused_naming_the_drive():
     states = blank_drives(
         SMALL_DRIVES,
         **{
-            drive(3): {
-                "signatures": [
-                    {"device": "/dev/nvme3n1", "type": "ext4", "label": None, "uuid": "x"}
-                ]
-            }
+            drive(3): {"signatures": [{"device": "/dev/nvme3n1", "type": "ext4", "label": None, "uuid": "x"}]}
         },
     )
     message = refused(states)
@@ -155,8 +151,7 @@ def test_drive_with_foreign_zfs_label_is_refused():
     }
     states = blank_drives(
         SMALL_DRIVES,
-        **{drive(5): {"partition_table": "gpt", "partitions": ["/dev/nvme5n1p1"],
-                      "zfs_labels": [label]}},
+        **{drive(5): {"partition_table": "gpt", "partitions": ["/dev/nvme5n1p1"], "zfs_labels": [label]}},
     )
     message = refused(states)
     assert (
@@ -166,15 +161,13 @@ def test_drive_with_foreign_zfs_label_is_refused():
 
 
 def test_label_of_same_pool_name_suggests_import():
-    label = {"device": "/dev/nvme1n1p1", "pool": "dbpool", "pool_guid": "1", "state": None,
-             "source": "blkid"}
+    label = {"device": "/dev/nvme1n1p1", "pool": "dbpool", "pool_guid": "1", "state": None, "source": "blkid"}
     states = blank_drives(SMALL_DRIVES, **{drive(1): {"zfs_labels": [label]}})
     assert "`zpool import dbpool` it instead" in refused(states)
 
 
 def test_spare_label_without_pool_name_is_refused():
-    label = {"device": "/dev/nvme4n1p1", "pool": None, "pool_guid": None, "state": "spare",
-             "source": "zdb"}
+    label = {"device": "/dev/nvme4n1p1", "pool": None, "pool_guid": None, "state": "spare", "source": "zdb"}
     states = blank_drives(SMALL_DRIVES, **{drive(4): {"zfs_labels": [label]}})
     assert "holds a ZFS label with no pool name (a hot spare or cache device)" in refused(states)
 
@@ -201,9 +194,7 @@ def test_boot_disk_is_refused_even_when_listed_for_wiping():
         **{drive(1): {"mounts": ["/boot/efi", "/", "[SWAP]"], "partition_table": "gpt"}},
     )
     message = refused(states, wipe=[drive(1)])
-    assert f"drive {drive(1)} (/dev/nvme1n1) is the boot disk (mounted at /boot/efi, /, [SWAP])" in (
-        message
-    )
+    assert f"drive {drive(1)} (/dev/nvme1n1) is the boot disk (mounted at /boot/efi, /, [SWAP])" in (message)
 
 
 def test_mounted_and_lvm_drives_are_refused():
@@ -225,8 +216,7 @@ def test_drive_that_could_not_be_probed_is_refused_even_when_listed_for_wiping()
     )
     message = refused(states, wipe=[drive(2)])
     assert (
-        f"drive {drive(2)} (/dev/nvme2n1) could not be probed: "
-        "blkid: error: /dev/nvme2n1: Permission denied"
+        f"drive {drive(2)} (/dev/nvme2n1) could not be probed: blkid: error: /dev/nvme2n1: Permission denied"
     ) in message
 
 
@@ -244,16 +234,19 @@ def test_partition_and_non_nvme_are_refused():
 
 
 def test_non_nvme_allowed_when_not_required():
-    states = blank_drives(
-        SMALL_DRIVES, **{drive(2): {"nvme_namespace": False, "kernel_name": "vdb"}}
-    )
+    states = blank_drives(SMALL_DRIVES, **{drive(2): {"nvme_namespace": False, "kernel_name": "vdb"}})
     commands, _ = run(new_pool_facts(states), SMALL, SMALL_SPARES, require_nvme=False)
     assert commands[-1].startswith("zpool create")
 
 
 def test_drive_in_wipe_list_is_wiped_then_pool_created():
-    label = {"device": "/dev/nvme3n1p1", "pool": "oldtank", "pool_guid": "1", "state": None,
-             "source": "blkid"}
+    label = {
+        "device": "/dev/nvme3n1p1",
+        "pool": "oldtank",
+        "pool_guid": "1",
+        "state": None,
+        "source": "blkid",
+    }
     states = blank_drives(
         SMALL_DRIVES,
         **{
@@ -263,14 +256,12 @@ def test_drive_in_wipe_list_is_wiped_then_pool_created():
                 "zfs_labels": [label],
             },
             drive(5): {
-                "signatures": [{"device": "/dev/nvme5n1", "type": "ext4", "label": None,
-                                "uuid": "x"}]
+                "signatures": [{"device": "/dev/nvme5n1", "type": "ext4", "label": None, "uuid": "x"}]
             },
         },
     )
     # drive 1 is listed but blank: nothing to wipe.
-    commands, _ = run(new_pool_facts(states), SMALL, SMALL_SPARES,
-                      wipe=[drive(1), drive(3), drive(5)])
+    commands, _ = run(new_pool_facts(states), SMALL, SMALL_SPARES, wipe=[drive(1), drive(3), drive(5)])
     assert commands == [
         f"zpool labelclear -f {drive(3)}-part1",
         f"wipefs -a {drive(3)}-part1",
@@ -353,9 +344,7 @@ def test_extra_disk_is_reported():
     vdevs = [list(v) for v in VDEVS]
     vdevs[4] = [drive(9), drive(27)]
     message = differs(existing_pool_facts(), vdevs)
-    assert f"mirror-4 ({drive(9)} {drive(10)}) lacks {drive(27)}; has extra disk {drive(10)}" in (
-        message
-    )
+    assert f"mirror-4 ({drive(9)} {drive(10)}) lacks {drive(27)}; has extra disk {drive(10)}" in (message)
 
 
 def test_undeclared_vdev_is_reported():
@@ -386,9 +375,13 @@ def test_undeclared_log_and_cache_vdevs_are_reported():
     facts = existing_pool_facts("zfs/zpool_status_lab_with_log_cache.txt")
     with pytest.raises(OperationError) as error:
         run_operation(
-            zpool.pool, facts, "labpool",
+            zpool.pool,
+            facts,
+            "labpool",
             vdevs=[[lab + "1", lab + "2", lab + "3"], [lab + "4"]],
-            spares=[lab + "7"], ashift=12, properties={},
+            spares=[lab + "7"],
+            ashift=12,
+            properties={},
         )
     message = str(error.value)
     assert "pool has logs vdevs" in message
@@ -402,11 +395,8 @@ def test_degraded_pool_is_reported_not_a_difference(caplog):
     assert commands == []
     assert host.noops == ["pool dbpool has the declared layout and properties"]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert f"[db1.example.net] pool dbpool is DEGRADED: {drive(1)} is FAULTED (too many errors)" in (
-        warnings
-    )
-    assert any(f"{drive(1)} is being replaced by {drive(23)} (spare-0, ONLINE)" in w
-               for w in warnings)
+    assert f"[db1.example.net] pool dbpool is DEGRADED: {drive(1)} is FAULTED (too many errors)" in (warnings)
+    assert any(f"{drive(1)} is being replaced by {drive(23)} (spare-0, ONLINE)" in w for w in warnings)
     assert any(f"{drive(8)} is UNAVAIL (was {drive(8)}-part1)" in w for w in warnings)
     assert any(f"spare {drive(23)} is in use" in w for w in warnings)
 
