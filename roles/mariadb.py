@@ -12,25 +12,23 @@ The config is a drop-in, /etc/mysql/mariadb.conf.d/90-dbzfs.cnf: it is read afte
 
 from __future__ import annotations
 
-import io
 import ipaddress
-from pathlib import Path
 
-from pyinfra import host, inventory
-from pyinfra.api import HiddenValue, deploy
-from pyinfra.operations import apt, files, mysql, systemd
+from pyinfra.api import deploy
+from pyinfra.operations import files, mysql, systemd
 
-from roles import render, secrets
+from roles import engine, render, secrets
 from roles.hostdata import HostConfig
+from roles.operations import common
 from roles.operations import mariadb as mariadb_ops
-from roles.zfs import host_config, sized_for_this_host
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 CONFIG = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
 DROP_IN = "/etc/systemd/system/mariadb.service.d/dbzfs-zfs.conf"
 PACKAGES = ["mariadb-server", "mariadb-client"]
 SERVICE = "mariadb.service"
-PORT = 3306
+SERVER_BINARY = "/usr/sbin/mariadbd"
+# The host's own server reads the candidate file; an unknown option or a refused value fails.
+CONFIG_CHECK = SERVER_BINARY + " --defaults-file={path} --verbose --help"
 # Database-level privileges of an application user on its database unless the data says
 # otherwise; a database's owner gets all of them on it.
 APP_PRIVILEGES = "SELECT,INSERT,UPDATE,DELETE"
@@ -66,44 +64,20 @@ def app_grants(cfg: HostConfig, user: dict) -> dict[str, str]:
     return grants
 
 
-def cluster_peers(cfg: HostConfig) -> list[HostConfig]:
-    peers = [HostConfig.from_data(h.name, h.data) for h in inventory]
-    return [p for p in peers if p.engine == "mariadb" and p.cluster == cfg.cluster]
-
-
-def replicas_of(cfg: HostConfig) -> list[HostConfig]:
-    return [p for p in cluster_peers(cfg) if p.role == "replica" and p.primary == cfg.name]
-
-
-def primary_of(cfg: HostConfig) -> HostConfig:
-    return next(p for p in cluster_peers(cfg) if p.name == cfg.primary)
-
-
-def _secret(loaded, key: str) -> HiddenValue:
-    value = loaded.get(key)
-    if not value:
-        raise secrets.SecretsError(f"{host.name}: secret {key!r} is missing ({loaded.source})")
-    return HiddenValue(value)
-
-
 @deploy("MariaDB directories and config")
 def config(cfg: HostConfig, context: dict):
     paths = context["paths"]
     for key in ("redo_dir", "binlog_dir", "relay_dir"):
         files.directory(name=f"{paths[key]} (mysql, 0750)", path=paths[key], user="mysql",
                         group="mysql", mode="0750")
-    files.directory(name="/etc/mysql/mariadb.conf.d", path="/etc/mysql/mariadb.conf.d",
-                    user="root", group="root", mode="0755")
-    files.template(name=CONFIG, src=str(TEMPLATES / "my.cnf.j2"), dest=CONFIG,
-                          user="root", group="root", mode="0644", **context)
-    files.put(name=f"{DROP_IN}: after the ZFS mounts", src=io.StringIO(systemd_drop_in(cfg)),
-              dest=DROP_IN, user="root", group="root", mode="0644", create_remote_dir=True)
+    engine.config_file("my.cnf.j2", context, CONFIG, check=CONFIG_CHECK, checker=SERVER_BINARY)
+    engine.text_file(systemd_drop_in(cfg), DROP_IN, name=f"{DROP_IN}: after the ZFS mounts")
 
 
 @deploy("MariaDB server")
 def install():
-    apt.packages(name="MariaDB server and client from Debian", packages=PACKAGES, update=True,
-                 cache_time=3600, no_recommends=True)
+    engine.packages("MariaDB server and client from Debian", PACKAGES)
+    common.unit_files_loaded(name="systemd re-reads the unit", unit_name=SERVICE)
     # Most InnoDB settings are not dynamic: a config written after the server started takes a
     # restart (a fresh install started it with the config already in place).
     mariadb_ops.runs_current_config(name="MariaDB runs its current config", service=SERVICE,
@@ -113,11 +87,14 @@ def install():
 
 
 @deploy("MariaDB accounts and databases")
-def accounts(cfg: HostConfig, loaded):
+def accounts(cfg: HostConfig, group: engine.Group):
+    """On the primary only: they replicate. A write on a replica would put a local GTID into its
+    binlog and break gtid_strict_mode replication."""
     mariadb_ops.no_insecure_accounts(name="No anonymous or remote root accounts")
     repl_user = render.REPLICATION_USER["mariadb"]
-    repl_password = _secret(loaded, secrets.REPLICATION_PASSWORD)
-    for replica in replicas_of(cfg):
+    replicas = group.replicas
+    repl_password = engine.secret(secrets.REPLICATION_PASSWORD) if replicas else None
+    for replica in replicas:
         mariadb_ops.user(name=f"{repl_user}@{replica.replication_address} for {replica.name}",
                          user=repl_user, user_host=replica.replication_address,
                          password=repl_password)
@@ -127,7 +104,7 @@ def accounts(cfg: HostConfig, loaded):
     for db in cfg.databases:
         mysql.database(name=f"Database {db['name']}", database=db["name"], charset="utf8mb4")
     for user in cfg.db_users:
-        password = _secret(loaded, user["password_secret"])
+        password = engine.secret(user["password_secret"])
         for client in client_hosts(cfg):
             mariadb_ops.user(name=f"User {user['name']}@{client}", user=user["name"],
                              user_host=client, password=password)
@@ -138,26 +115,28 @@ def accounts(cfg: HostConfig, loaded):
 
 
 @deploy("MariaDB replica")
-def replica(cfg: HostConfig, loaded):
-    primary = primary_of(cfg)
-    mariadb_ops.replica(name=f"GTID replica of {primary.name} ({primary.replication_address})",
-                        primary_address=primary.replication_address,
-                        replication_user=render.REPLICATION_USER["mariadb"],
-                        password=_secret(loaded, secrets.REPLICATION_PASSWORD), port=PORT)
+def replica(cfg: HostConfig, group: engine.Group):
+    # A step every host of the group passes (engine.step): a replica is seeded only after the
+    # primary's accounts exist.
+    is_replica = cfg.role == "replica"
+    source = group.source() if is_replica else None
+    engine.step(
+        is_replica, "not a replica", mariadb_ops.replica,
+        name=(f"GTID replica of {source.name} ({source.replication_address})" if source
+              else "GTID replica"),
+        primary_address=source.replication_address if source else None,
+        replication_user=render.REPLICATION_USER["mariadb"],
+        password=engine.secret(secrets.REPLICATION_PASSWORD) if is_replica else None,
+        port=render.MARIADB_PORT)
 
 
 @deploy("MariaDB")
 def server():
-    cfg = host_config()
-    context = render.mariadb_context(cfg, sized_for_this_host(cfg))
-    loaded = secrets.load()
+    cfg = engine.host_config()
+    group = engine.group(cfg)
+    context = render.mariadb_context(cfg, engine.sized_for_this_host(cfg))
     config(cfg, context)
     install()
-    # Every host of the group passes the primary's account steps, so that pyinfra orders a
-    # replica's seeding after them (it orders operations by each host's sequence). They run on
-    # the primary only and replicate: a write on a replica would put a local GTID into its
-    # binlog and break gtid_strict_mode replication.
-    primary = cfg if cfg.role == "primary" else primary_of(cfg)
-    accounts(primary, loaded, _if=lambda: cfg.role == "primary")
-    if cfg.role == "replica":
-        replica(cfg, loaded)
+    if cfg.role == "primary":
+        accounts(cfg, group)
+    replica(cfg, group)

@@ -18,6 +18,8 @@ TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 PG_VERSION = 15
 PG_CLUSTER = "main"
 REPLICATION_USER = {"mariadb": "replicator", "postgresql": "replicator"}
+MARIADB_PORT = 3306
+PG_PORT = 5432
 
 MARIADB_SIZE_KEYS = {"innodb_buffer_pool_size", "innodb_log_file_size", "innodb_log_buffer_size"}
 PG_SIZE_KEYS = {"shared_buffers", "effective_cache_size", "work_mem", "maintenance_work_mem",
@@ -95,7 +97,7 @@ def mariadb_context(cfg: HostConfig, sized: Sizing) -> dict:
     role = {
         "server_id": cfg.server_id,
         "read_only": "ON" if cfg.role == "replica" else "OFF",
-        "port": 3306,
+        "port": MARIADB_PORT,
         "bind_address": "0.0.0.0" if cfg.replication_address else "127.0.0.1",
     }
     overrides = {k: mariadb_value(v) for k, v in cfg.db_settings.items()}
@@ -121,7 +123,7 @@ def postgresql_context(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfi
     settings["full_page_writes"] = "off" if cfg.recordsize(cfg.data_dataset) >= 8 * KIB else "on"
     listen = ["localhost"] + ([cfg.replication_address] if cfg.replication_address else [])
     settings["listen_addresses"] = ",".join(listen)
-    settings["port"] = 5432
+    settings["port"] = PG_PORT
     replicas = [p for p in peers if p.name != cfg.name]
     settings["max_wal_senders"] = max(10, len(replicas) + 2)
     settings["max_replication_slots"] = max(10, len(replicas) + 2)

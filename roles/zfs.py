@@ -3,7 +3,6 @@ pool, the engine's datasets, sized module parameters, a scrub schedule and a cap
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
@@ -12,15 +11,14 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import KernelVersion, LinuxDistribution
 from pyinfra.operations import apt, files, server, systemd
 
-from roles import render, zfs_packages
+from roles import engine, render, zfs_packages
+from roles.engine import sized_for_this_host
 from roles.facts.drives import DrivesByPattern
-from roles.facts.hardware import HostHardware
 from roles.facts.zfs import ZpoolProperties
 from roles.hostdata import HostConfig
 from roles.operations import zfs as zfs_ops
 from roles.operations import zpool
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # The engine's service account, created here with the same attributes Debian's packages use so
 # that the dataset mountpoints can be owned by it before the server is installed.
 SERVICE_USERS = {
@@ -28,15 +26,6 @@ SERVICE_USERS = {
     "postgresql": {"user": "postgres", "home": "/var/lib/postgresql", "shell": "/bin/bash",
                    "mode": "0755"},
 }
-
-
-def host_config() -> HostConfig:
-    return HostConfig.from_data(host.name, host.data)
-
-
-def sized_for_this_host(cfg: HostConfig):
-    hw = host.get_fact(HostHardware)
-    return cfg.sizing(ram_bytes=hw["ram_bytes"], cpus=hw["cpus"])
 
 
 def resolve_drives(cfg: HostConfig) -> list[str]:
@@ -64,15 +53,13 @@ def install():
         raise PyinfraError(f"{host.name}: {e}; nothing was changed.") from None
     apt.repo(name=f"Debian {suite}-backports (contrib) for ZFS 2.3",
              src=zfs_packages.backports_source(suite), filename="dbzfs-backports")
-    # Refresh the package lists only when something must be installed, so that a converge of an
-    # installed host changes nothing.
-    if zfs_packages.missing(headers + zfs_packages.ZFS_PACKAGES, installed):
-        apt.update(name="Refresh the package lists")
-    apt.packages(name="Kernel headers for the ZFS module build (running kernel, kernel metapackages)",
-                 packages=headers, no_recommends=True)
-    apt.packages(name=f"ZFS from {suite}-backports (DKMS builds the module: minutes)",
-                 packages=zfs_packages.ZFS_PACKAGES, no_recommends=True,
-                 extra_install_args=f"-t {suite}-backports")
+    # The package lists are refreshed only when something must be installed (engine.packages),
+    # so that a converge of an installed host changes nothing.
+    engine.packages("Kernel headers for the ZFS module build (running kernel, kernel metapackages)",
+                    headers, installed=installed)
+    engine.packages(f"ZFS from {suite}-backports (DKMS builds the module: minutes)",
+                    zfs_packages.ZFS_PACKAGES, installed=installed,
+                    extra_install_args=f"-t {suite}-backports")
     server.modprobe(name="Load the zfs module", module="zfs")
     # zfsutils-linux loads the module at boot with this unit; make sure nobody disabled it.
     systemd.service(name="Load zfs at boot", service="zfs-load-module.service", enabled=True)
@@ -115,8 +102,7 @@ def datasets(cfg: HostConfig):
 @deploy("ZFS module parameters")
 def module_parameters(cfg: HostConfig):
     context = render.zfs_modprobe_context(cfg, sized_for_this_host(cfg))
-    files.template(name="/etc/modprobe.d/zfs.conf", src=str(TEMPLATES / "zfs.conf.j2"),
-                   dest="/etc/modprobe.d/zfs.conf", mode="0644", **context)
+    engine.config_file("zfs.conf.j2", context, "/etc/modprobe.d/zfs.conf")
     zfs_ops.module_parameters(name="Apply them to the loaded module", params=context["params"],
                               write_file=False)
 
@@ -137,7 +123,7 @@ def scrub_and_capacity(cfg: HostConfig):
 
 @deploy("ZFS storage")
 def storage():
-    cfg = host_config()
+    cfg = engine.host_config()
     install()
     pool(cfg)
     datasets(cfg)

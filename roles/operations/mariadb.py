@@ -12,12 +12,10 @@ statement is never echoed back.
 from __future__ import annotations
 
 import hashlib
-import io
 from typing import Iterable
 
 from pyinfra import host, logger
 from pyinfra.api import (
-    FileUploadCommand,
     HiddenValue,
     OperationError,
     QuoteString,
@@ -35,8 +33,9 @@ from roles.facts.mariadb import (
     account,
     sql_string,
 )
+from roles.operations.common import PRIVATE_DIR, private_upload
 
-SECRET_DIR = "/run/dbzfs"  # tmpfs: uploaded secrets never reach a disk
+SECRET_DIR = PRIVATE_DIR  # tmpfs: uploaded secrets never reach a disk
 
 # What a replica's account needs on its primary: the binlog stream, plus a consistent
 # mariadb-dump --single-transaction --master-data --gtid --all-databases to seed from.
@@ -85,10 +84,9 @@ def option_value(value: str) -> str:
 
 
 def secret_file(name: str, text: str):
-    """Commands that place `text` in SECRET_DIR/name over SFTP. The directory is root-only
-    (0700) before the file exists, so the file is never readable by others, whatever its mode."""
-    yield StringCommand("install", "-d", "-m", "0700", "-o", "root", "-g", "root", SECRET_DIR)
-    yield FileUploadCommand(io.StringIO(text), f"{SECRET_DIR}/{name}")
+    """Commands that place `text` in SECRET_DIR/name over SFTP (roles.operations.common)."""
+    commands, _ = private_upload(text, name)
+    yield from commands
 
 
 def run_secret_sql(name: str, sql: str):
@@ -175,8 +173,8 @@ def no_insecure_accounts():
 @operation()
 def runs_current_config(service: str, config_paths: list[str]):
     """
-    Restart a running service whose config changed after it started; reload systemd first when
-    its unit files (e.g. a drop-in) changed.
+    Restart a running service whose config changed after it started (systemd reloading changed
+    unit files is roles.operations.common.unit_files_loaded, the step before).
 
     + service: the systemd unit
     + config_paths: files the service reads only at start (most InnoDB settings are not
@@ -188,13 +186,11 @@ def runs_current_config(service: str, config_paths: list[str]):
     """
 
     state = host.get_fact(ServiceConfigState, service=service, paths=list(config_paths))
-    if state["need_daemon_reload"]:
-        yield StringCommand("systemctl", "daemon-reload")
     newer = sorted(path for path, mtime in state["mtimes"].items()
                    if state["started"] is not None and mtime >= state["started"])
     if state["active"] == "active" and newer:
         yield StringCommand("systemctl", "restart", QuoteString(service))
-    elif not state["need_daemon_reload"]:
+    else:
         host.noop(f"{service} runs its current config" if state["active"] == "active"
                   else f"{service} is {state['active']}: it reads its config when it starts")
 

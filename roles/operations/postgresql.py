@@ -6,8 +6,7 @@ health.
 
 Secrets: SQL that sets a password carries a SCRAM-SHA-256 verifier computed here (never the
 password itself) and reaches psql on stdin from a file uploaded over SFTP into a root-only
-directory, then removed. The standby's passfile is uploaded the same way, given mode 0600 and
-owner before it is moved into place. No password is ever on a command line.
+directory, then removed (roles.operations.common). No password is ever on a command line.
 """
 
 from __future__ import annotations
@@ -15,13 +14,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import io
 import os
 import re
 
 from pyinfra import host, logger
-from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCommand, operation
-from pyinfra.facts.files import File, Sha256File
+from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand, operation
 
 from roles.facts.postgresql import (
     PostgresqlCluster,
@@ -32,10 +29,9 @@ from roles.facts.postgresql import (
     PostgresqlReplicationSlots,
     PostgresqlRoles,
     PostgresqlWalReceiver,
-    SystemdNeedsReload,
 )
+from roles.operations.common import private_upload
 
-PRIVATE_DIR = "/run/dbzfs"  # tmpfs, root only: secret-bearing files exist only here, briefly
 SCRAM_ITERATIONS = 4096
 
 
@@ -93,46 +89,18 @@ def pgpass_line(password: str, user: str, host_="*", port="*", database="replica
     return ":".join([esc(host_), esc(port), esc(database), esc(user), esc(password)]) + "\n"
 
 
-def _private_upload(content: str, name: str):
-    """Commands that put `content` into PRIVATE_DIR/name (root-only directory); returns the
-    commands and the path."""
-    path = f"{PRIVATE_DIR}/{name}"
-    return [
-        StringCommand("install -d -m 0700 -o root -g root", PRIVATE_DIR),
-        FileUploadCommand(io.BytesIO(content.encode()), path,
-                          remote_temp_filename=f"{path}.part"),
-    ], path
-
-
 def _psql_script(sql: str, name: str):
     """Commands that run `sql` through psql's stdin as postgres, from a root-only file that is
     removed whatever happens. Statement logging is off for the session so a failing statement
     cannot land in the server log."""
     script = ("SET log_statement = 'none';\nSET log_min_error_statement = 'panic';\n"
               "SET log_min_duration_statement = -1;\n" + sql)
-    commands, path = _private_upload(script, name)
+    commands, path = private_upload(script, name)
     commands.append(StringCommand(
         "runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres <", QuoteString(path),
         "; rc=$?; rm -f", QuoteString(path), "; exit $rc",
     ))
     return commands
-
-
-@operation()
-def not_on_this_host(reason="", **_ignored):
-    """Stands in for a step that is not for this host (see roles/postgresql.only)."""
-    host.noop(reason or "not for this host")
-    yield from ()
-
-
-@operation()
-def unit_files_loaded(unit_name):
-    """systemctl daemon-reload when systemd holds an older copy of the unit's files (decided by
-    systemd itself, so a dry run proposes nothing once they are loaded)."""
-    if host.get_fact(SystemdNeedsReload, unit=unit_name):
-        yield "systemctl daemon-reload"
-    else:
-        host.noop(f"systemd has loaded the current files of {unit_name}")
 
 
 # --- cluster and configuration ----------------------------------------------------------------
@@ -215,32 +183,6 @@ def apply_config(version, cluster_name, config_files):
         yield StringCommand("systemctl restart", name)
 
 
-# --- secrets on disk --------------------------------------------------------------------------
-
-
-@operation()
-def secret_file(path, content, user, group, mode="600"):
-    """
-    A file holding a secret, compared by SHA-256 (never diffed or printed), created with its
-    mode and owner in a root-only directory and then moved into place.
-    """
-    wanted_sum = hashlib.sha256(content.encode()).hexdigest()
-    info = host.get_fact(File, path=path)
-    live_sum = host.get_fact(Sha256File, path=path) if info else None
-    if info and live_sum == wanted_sum:
-        if (info.get("user") == user and info.get("group") == group
-                and info.get("mode") == int(str(mode))):
-            host.noop(f"{path} holds the secret, mode {mode}, owner {user}")
-            return
-        yield StringCommand("chown", f"{user}:{group}", QuoteString(path))
-        yield StringCommand("chmod", str(mode), QuoteString(path))
-        return
-    commands, tmp = _private_upload(content, os.path.basename(path))
-    yield from commands
-    yield StringCommand("chown", f"{user}:{group}", QuoteString(tmp), "&& chmod", str(mode),
-                        QuoteString(tmp), "&& mv -f", QuoteString(tmp), QuoteString(path))
-
-
 # --- roles, databases, slots ------------------------------------------------------------------
 
 
@@ -252,6 +194,8 @@ def login_role(role_name, password, replication=False):
     """
     if not password:
         raise OperationError(f"role {role_name}: no password given (check the secrets)")
+    if isinstance(password, HiddenValue):
+        password = password.unmask()
     roles = host.get_fact(PostgresqlRoles)
     if roles is None:
         raise OperationError("PostgreSQL is not running: cannot manage roles")

@@ -2,13 +2,11 @@
 password in any command."""
 
 import hashlib
-import io
 import logging
 
 import pytest
 from pyinfra.api import FileUploadCommand, OperationError
 from pyinfra.context import ctx_host
-from pyinfra.facts.files import File, Sha256File
 
 from roles.facts.postgresql import (
     PostgresqlCluster,
@@ -19,7 +17,6 @@ from roles.facts.postgresql import (
     PostgresqlReplicationSlots,
     PostgresqlRoles,
     PostgresqlWalReceiver,
-    SystemdNeedsReload,
 )
 from roles.operations import postgresql as pg
 
@@ -233,40 +230,7 @@ def test_role_needs_a_password_and_a_running_server():
         run_operation(pg.login_role, {PostgresqlRoles: None}, "app", "pw")
 
 
-# --- secret files -----------------------------------------------------------------------------
-
-
-def test_secret_file_uploaded_privately_then_moved():
-    content = pg.pgpass_line(PASSWORD, "replicator")
-    commands, objects, host = commands_and_objects(
-        pg.secret_file, {File: None}, "/var/lib/postgresql/.pgpass", content, "postgres", "postgres"
-    )
-    assert uploaded(objects) == [content]
-    assert commands[-1] == (
-        "chown postgres:postgres /run/dbzfs/.pgpass && chmod 600 "
-        "/run/dbzfs/.pgpass && mv -f /run/dbzfs/.pgpass /var/lib/postgresql/.pgpass"
-    )
-    assert all(PASSWORD not in c for c in commands)
-
-
-def test_secret_file_unchanged_is_compared_by_hash():
-    content = "x:y\n"
-    facts = {
-        File: {"user": "postgres", "group": "postgres", "mode": 600},
-        Sha256File: hashlib.sha256(content.encode()).hexdigest(),
-    }
-    commands, host = run_operation(pg.secret_file, facts, "/p", content, "postgres", "postgres")
-    assert commands == [] and host.noops
-
-
-def test_secret_file_wrong_mode_fixed_without_upload():
-    content = "x:y\n"
-    facts = {
-        File: {"user": "postgres", "group": "postgres", "mode": 644},
-        Sha256File: hashlib.sha256(content.encode()).hexdigest(),
-    }
-    commands, host = run_operation(pg.secret_file, facts, "/p", content, "postgres", "postgres")
-    assert commands == ["chown postgres:postgres /p", "chmod 600 /p"]
+# --- passfile -----------------------------------------------------------------------------
 
 
 def test_pgpass_escapes_colon_and_backslash():
@@ -443,14 +407,3 @@ def test_primary_quiet_when_every_standby_streams(caplog):
     with caplog.at_level(logging.WARNING):
         commands, host = run_operation(pg.replication_health, {PostgresqlReplicationSlots: slots}, ["pg2"])
     assert commands == [] and caplog.text == ""
-
-
-def test_daemon_reload_only_when_systemd_holds_old_files():
-    commands, host = run_operation(
-        pg.unit_files_loaded, {SystemdNeedsReload: True}, "postgresql@15-main.service"
-    )
-    assert commands == ["systemctl daemon-reload"]
-    commands, host = run_operation(
-        pg.unit_files_loaded, {SystemdNeedsReload: False}, "postgresql@15-main.service"
-    )
-    assert commands == [] and host.noops

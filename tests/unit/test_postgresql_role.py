@@ -7,14 +7,10 @@ import hashlib
 
 import pytest
 from pyinfra.api.exceptions import PyinfraError
-from pyinfra.api.util import get_template
 
 from roles import postgresql as role
-from roles import render
 from roles.hostdata import HostConfig
 from roles.operations import postgresql as pg
-
-from tests.unit.conftest import GIB
 
 # Computed by PostgreSQL 15 itself: ALTER ROLE postgres PASSWORD 'Pa:ss\w0rd-x'.
 PG_VERIFIER = (
@@ -74,55 +70,3 @@ def test_user_of_an_undeclared_database_is_refused(fleet):
     cfg = cfg_for(fleet, "pg1", databases=[], db_users=[{"name": "app", "password_secret": "app_password"}])
     with pytest.raises(PyinfraError, match="database 'app', which is not in databases"):
         role.database_grants(cfg)
-
-
-def test_standbys_and_primary(fleet):
-    members = [HostConfig.from_data(n, d) for n, d in fleet.items() if d["engine"] == "postgresql"]
-    pg1, pg2 = members
-    assert role.standbys_of(pg1, members) == [pg2]
-    assert role.standbys_of(pg2, members) == []
-    assert role.primary_of(pg2, members) == pg1
-
-
-@pytest.mark.parametrize(
-    "template, context",
-    [
-        (
-            "postgresql.conf.j2",
-            lambda cfg, members: render.postgresql_context(cfg, cfg.sizing(4 * GIB, 2), members),
-        ),
-        ("pg_hba.conf.j2", lambda cfg, members: render.pg_hba_context(cfg, members)),
-    ],
-)
-def test_pyinfra_renders_templates_like_render_py(fleet, template, context):
-    fleet["pg1"].update(
-        db_users=[{"name": "app", "password_secret": "app_password"}],
-        databases=[{"name": "app", "owner": "app"}],
-        db_client_networks=["10.0.0.0/8"],
-    )
-    members = [HostConfig.from_data(n, d) for n, d in fleet.items() if d["engine"] == "postgresql"]
-    ctx = context(members[0], members)
-    by_pyinfra = get_template(
-        str(role.TEMPLATES / template), {"trim_blocks": True, "lstrip_blocks": True}
-    ).render(ctx)
-    assert by_pyinfra == render.render(template, ctx)
-
-
-def test_only_keeps_the_call_site_for_every_host(monkeypatch):
-    calls = []
-    monkeypatch.setattr(role.pg, "not_on_this_host", lambda **kw: calls.append(("skip", kw)))
-
-    def op(**kw):
-        calls.append(("op", kw))
-
-    role.only(True, "why", op, name="Step", value=1, _if=lambda: True)
-    role.only(False, "not a standby", op, name="Step", value=1, _if=lambda: True)
-    assert calls[0][0] == "op" and calls[0][1]["value"] == 1
-    assert calls[1] == ("skip", {"name": "Step", "reason": "not a standby"})
-
-
-def test_skip_is_a_noop():
-    from tests.unit.fact_stubs import run_operation
-
-    commands, host = run_operation(pg.not_on_this_host, {}, reason="not a standby", path="/x")
-    assert commands == [] and host.noops == ["not a standby"]

@@ -1,0 +1,132 @@
+"""What the engine roles (roles/mariadb.py, roles/postgresql.py) and the runbooks share: the host's
+replication group read from the inventory, secrets, steps every host of a group passes in the same
+place, packages installed with the lists refreshed only when something is missing, and config
+files rendered by roles/render.py.
+
+Ordering across hosts: pyinfra runs operations in waves and joins hosts only at operations they
+share (the same call site). A step that only some hosts need is therefore called on every host of
+the group through `step`, as a no-op where it does not apply, so that e.g. a replica's seeding
+waits for the primary's replication account created in the step before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyinfra import host, inventory, state
+from pyinfra.api import HiddenValue
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.facts.deb import DebPackages
+from pyinfra.operations import apt
+
+from roles import render, secrets
+from roles.facts.hardware import HostHardware
+from roles.hostdata import HostConfig
+from roles.operations import common
+from roles.sizing import Sizing
+
+
+def host_config() -> HostConfig:
+    """This host's settings (group_data defaults under its inventory data)."""
+    return HostConfig.from_data(host.name, host.data)
+
+
+def sized_for_this_host(cfg: HostConfig) -> Sizing:
+    """Settings sized from the live host's RAM and CPUs (HostHardware)."""
+    hw = host.get_fact(HostHardware)
+    return cfg.sizing(ram_bytes=hw["ram_bytes"], cpus=hw["cpus"])
+
+
+@dataclass(frozen=True)
+class Group:
+    """A host's replication group: every inventory host with the same engine and cluster (itself
+    included, in inventory order), whatever --limit selects."""
+
+    me: HostConfig
+    members: tuple[HostConfig, ...]
+
+    @property
+    def primary(self) -> HostConfig | None:
+        """The host this one follows (a replica), or this host (a primary)."""
+        if self.me.role == "primary":
+            return self.me
+        return next((m for m in self.members if m.name == self.me.primary), None)
+
+    @property
+    def replicas(self) -> list[HostConfig]:
+        """The replicas that follow this host (none unless it is a primary)."""
+        return [m for m in self.members if m.role == "replica" and m.primary == self.me.name]
+
+    @property
+    def peers(self) -> list[HostConfig]:
+        return [m for m in self.members if m.name != self.me.name]
+
+    def source(self) -> HostConfig:
+        """A replica's primary; stops the deploy when the inventory does not hold it (validation
+        reports that first)."""
+        primary = self.primary
+        if primary is None or primary is self.me:
+            raise PyinfraError(f"{self.me.name}: primary {self.me.primary!r} is not in the inventory")
+        return primary
+
+
+def group(cfg: HostConfig) -> Group:
+    members = []
+    for other in inventory:
+        c = cfg if other.name == cfg.name else HostConfig.from_data(other.name, other.data)
+        if c.engine == cfg.engine and c.cluster == cfg.cluster:
+            members.append(c)
+    return Group(cfg, tuple(members))
+
+
+def secret(key: str) -> HiddenValue:
+    """A secret by key, masked in pyinfra's output; stops the deploy, naming the host, the key
+    and where it was looked for, when it is missing (validation reports that first)."""
+    try:
+        loaded = secrets.load()
+    except secrets.SecretsError as exc:
+        raise PyinfraError(f"{host.name}: {exc}") from None
+    value = loaded.get(key)
+    if not value:
+        raise PyinfraError(f"{host.name}: secret {key!r} is missing (looked in: {loaded.source}); "
+                           f"export {secrets.env_name(key)} or add it to the secrets file")
+    return HiddenValue(value)
+
+
+def step(applies: bool, why_not: str, op, **kwargs):
+    """Call `op` on this host, or a no-op in its place at the same call site (see the module's
+    docstring), so that hosts of a group stay joined at this step."""
+    if not applies:
+        return common.not_on_this_host(name=kwargs.get("name"), reason=why_not)
+    return op(**kwargs)
+
+
+_refreshed: set[tuple[int, str]] = set()
+
+
+def packages(name: str, names: list[str], installed: dict | None = None, **kwargs) -> None:
+    """apt packages (no recommends), with the package lists refreshed first only when one of them
+    is missing, and at most once per host and run: a converge an hour or a week later must not
+    count a list refresh as a change. `installed`: the DebPackages fact when already read."""
+    installed = host.get_fact(DebPackages) if installed is None else installed
+    key = (id(state), host.name)
+    if any(p not in (installed or {}) for p in names) and key not in _refreshed:
+        _refreshed.add(key)
+        apt.update(name="Refresh the package lists")
+    apt.packages(name=name, packages=names, no_recommends=True, **kwargs)
+
+
+def config_file(template: str, context: dict, dest: str, check: str | None = None,
+                checker: str | None = None, user: str = "root", group: str = "root",
+                mode: str = "644", name: str | None = None):
+    """A file from templates/ rendered by roles/render.py (the same code and Jinja settings the
+    unit tests and `render_host` use) and placed with roles.operations.common.config_file."""
+    return common.config_file(name=name or dest, path=dest, content=render.render(template, context),
+                              user=user, group=group, mode=mode, check=check, checker=checker)
+
+
+def text_file(text: str, dest: str, user: str = "root", group: str = "root", mode: str = "644",
+              name: str | None = None):
+    """A file with text rendered by roles/render.py (e.g. a systemd drop-in)."""
+    return common.config_file(name=name or dest, path=dest, content=text, user=user, group=group,
+                              mode=mode)

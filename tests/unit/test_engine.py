@@ -1,0 +1,58 @@
+"""roles/engine.py: the shape both engine roles share (replication group, steps every host passes,
+packages without needless list refreshes, config files rendered by roles/render.py)."""
+
+import pytest
+from pyinfra.api.exceptions import PyinfraError
+
+from roles import engine, mariadb, postgresql, render
+from roles.hostdata import HostConfig
+
+
+def group_of(fleet, name):
+    engine_name = fleet[name]["engine"]
+    members = tuple(HostConfig.from_data(n, d) for n, d in fleet.items() if d["engine"] == engine_name)
+    me = next(m for m in members if m.name == name)
+    return engine.Group(me, members)
+
+
+@pytest.mark.parametrize("primary, replica", [("db1", "db2"), ("pg1", "pg2")])
+def test_group_finds_primary_replicas_and_peers_by_name(fleet, primary, replica):
+    p, r = group_of(fleet, primary), group_of(fleet, replica)
+    assert [c.name for c in p.replicas] == [replica] and r.replicas == []
+    assert p.primary.name == primary and r.primary.name == primary
+    assert r.source().name == primary
+    assert [c.name for c in p.peers] == [replica]
+
+
+def test_a_replica_whose_primary_is_missing_stops_the_deploy(fleet):
+    fleet["pg2"]["primary"] = "pg9"
+    with pytest.raises(PyinfraError, match="primary 'pg9' is not in the inventory"):
+        group_of(fleet, "pg2").source()
+
+
+def test_step_keeps_the_call_site_for_every_host(monkeypatch):
+    calls = []
+    monkeypatch.setattr(engine.common, "not_on_this_host", lambda **kw: calls.append(("skip", kw)))
+
+    def op(**kw):
+        calls.append(("op", kw))
+
+    engine.step(True, "why", op, name="Step", value=1)
+    engine.step(False, "not a standby", op, name="Step", value=1)
+    assert calls == [("op", {"name": "Step", "value": 1}),
+                     ("skip", {"name": "Step", "reason": "not a standby"})]
+
+
+def test_config_files_are_rendered_by_render_py(monkeypatch):
+    """What a host gets is render.render's text (the tests' and render_host's code path)."""
+    placed = {}
+    monkeypatch.setattr(engine.common, "config_file", lambda **kw: placed.update(kw))
+    context = {"host": "h", "params": {"zfs_arc_max": 1}}
+    engine.config_file("zfs.conf.j2", context, "/etc/modprobe.d/zfs.conf")
+    assert placed["content"] == render.render("zfs.conf.j2", context)
+    assert placed["path"] == "/etc/modprobe.d/zfs.conf" and placed["check"] is None
+
+
+def test_both_engines_check_their_config_with_their_own_server():
+    assert mariadb.CONFIG_CHECK.startswith(mariadb.SERVER_BINARY) and "{path}" in mariadb.CONFIG_CHECK
+    assert postgresql.SERVER_BINARY in postgresql.CONFIG_CHECK and "{path}" in postgresql.CONFIG_CHECK
