@@ -19,6 +19,11 @@ CONF = ACNG / "conf"
 PIDFILE = ACNG / "apt-cacher-ng.pid"
 
 BACKENDS_DEBIAN = "http://deb.debian.org/debian/\n"
+# The security archive by all its names, fetched from deb.debian.org.
+REMAP_SECDEB = (
+    "security.debian.org security.debian.org/debian-security deb.debian.org/debian-security /debian-security"
+    " cdn-fastly.deb.debian.org/debian-security ; deb.debian.org/debian-security"
+)
 
 
 def _config(port):
@@ -31,7 +36,7 @@ BindAddress: 127.0.0.1
 PidFile: {PIDFILE}
 Foreground: 0
 Remap-debrep: file:deb_mirror*.gz /debian ; file:backends_debian # Debian Archives
-Remap-secdeb: security.debian.org security.debian.org/debian-security deb.debian.org/debian-security /debian-security cdn-fastly.deb.debian.org/debian-security ; deb.debian.org/debian-security
+Remap-secdeb: {REMAP_SECDEB}
 ReportPage: acng-report.html
 ExThreshold: 4
 FollowIndexFileRemoval: 1

@@ -5,8 +5,7 @@ import os
 import sys
 import time
 
-from . import aptcache, control, image
-from . import vm as vmmod
+from . import aptcache, control, image, vm as vmmod
 from .definition import LabDefinitionError, load
 from .vm import LabError
 
@@ -66,7 +65,8 @@ def main(argv=None):
             d = image.ensure(lab, variant, log=log)
             m = image.manifest(lab, variant)
             log(
-                f"==> image {d}: kernel {m['kernel']}, zfs {m['zfs'] or 'none'} (built in {m['build_seconds']} s)"
+                f"==> image {d}: kernel {m['kernel']}, zfs {m['zfs'] or 'none'}"
+                f" (built in {m['build_seconds']} s)"
             )
         elif a.command in ("up", "converge"):
             try:

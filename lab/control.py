@@ -160,8 +160,8 @@ def status(lab=None, log=print):
         ssh = ("answers" if vmmod.ssh_answers(vm) else "no answer") if p else "-"
         rows[vm.name] = p
         log(
-            f"{vm.name:6} {state:20} {'127.0.0.1:' + str(vm.ssh_port) + ' ' + ssh:16} {vm.private_address:12} "
-            f"{vm.engine:11} {vm.role:8} {rel(vm.console_log)}"
+            f"{vm.name:6} {state:20} {'127.0.0.1:' + str(vm.ssh_port) + ' ' + ssh:16} "
+            f"{vm.private_address:12} {vm.engine:11} {vm.role:8} {rel(vm.console_log)}"
         )
     return rows
 

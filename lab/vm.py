@@ -158,7 +158,7 @@ def ensure_key():
 
 def write_ssh_config(lab):
     STATE.mkdir(parents=True, exist_ok=True)
-    blocks = [f"# Written by `python -m lab` from lab/lab.yaml: the lab's VMs on host loopback.\n"]
+    blocks = ["# Written by `python -m lab` from lab/lab.yaml: the lab's VMs on host loopback.\n"]
     for vm in lab.all_vms.values():
         blocks.append(
             f"Host {vm.name}\n  HostName 127.0.0.1\n  Port {vm.ssh_port}\n  User root\n"
@@ -307,9 +307,8 @@ def accel(image_dir, log=print):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        log(
-            f"==> KVM {'boots a Debian kernel: using it' if choice == 'kvm' else 'does not work here: using TCG'}"
-        )
+        verdict = "boots a Debian kernel: using it" if choice == "kvm" else "does not work here: using TCG"
+        log(f"==> KVM {verdict}")
     ACCEL_FILE.write_text(choice + "\n")
     return choice
 

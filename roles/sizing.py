@@ -57,7 +57,7 @@ class Sizing:
     notes: list = field(default_factory=list)
 
 
-def _clamp(value, low, high):
+def _clamp(value: float, low: float, high: float) -> float:
     return max(low, min(high, value))
 
 

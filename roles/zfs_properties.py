@@ -123,11 +123,14 @@ READ_ONLY_PROPERTIES = frozenset(
     }
 )
 
+# A property's value as the data declares it ("16k", 16384, True) or as ZFS reports it (text).
+PropertyValue = str | int | bool
+
 _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgtpe]?)(?:i?b)?$", re.IGNORECASE)
 _SIZE_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50, "e": 60}
 
 
-def parse_size(value) -> int | None:
+def parse_size(value: object) -> int | None:
     """Bytes for a ZFS size ("16k", "16K", "16KiB", "1.5M", 16384), None if not a size.
 
     ZFS suffixes are always binary (k = 1024), as in zfs_nicestrtonum.
@@ -143,7 +146,7 @@ def parse_size(value) -> int | None:
     return int(float(number) * (1 << _SIZE_SHIFT[suffix.lower()]))
 
 
-def _on_off(value) -> str:
+def _on_off(value: PropertyValue) -> str:
     if value is True:
         return "on"
     if value is False:
@@ -152,7 +155,7 @@ def _on_off(value) -> str:
     return {"yes": "on", "true": "on", "1": "on", "no": "off", "false": "off", "0": "off"}.get(text, text)
 
 
-def _mountpoint(value) -> str:
+def _mountpoint(value: PropertyValue) -> str:
     text = str(value).strip()
     if not text.startswith("/"):
         return text.lower()  # none, legacy
@@ -160,7 +163,7 @@ def _mountpoint(value) -> str:
     return text.rstrip("/") or "/"
 
 
-def normalise(prop: str, value) -> str:
+def normalise(prop: str, value: PropertyValue) -> str:
     """Canonical string for `value` of property `prop` (ZFS or data spelling)."""
     if prop == "mountpoint":
         return _mountpoint(value)
@@ -185,11 +188,11 @@ def normalise(prop: str, value) -> str:
     return INDEX_ALIASES.get(prop, {}).get(text, text)
 
 
-def same_value(prop: str, wanted, current) -> bool:
+def same_value(prop: str, wanted: PropertyValue, current: PropertyValue | None) -> bool:
     return current is not None and normalise(prop, wanted) == normalise(prop, current)
 
 
-def format_value(value) -> str:
+def format_value(value: PropertyValue) -> str:
     """A data value as it goes on a `zfs set` / `zpool set` command line."""
     if value is True:
         return "on"

@@ -5,6 +5,7 @@ import subprocess
 import time
 
 from lab import control
+
 from tests.e2e.pyinfra_results import proposed_changes
 from tests.labkit import REPO
 

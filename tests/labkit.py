@@ -24,8 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from lab import control  # noqa: E402
-from lab import vm as vmmod  # noqa: E402
+from lab import control, vm as vmmod  # noqa: E402
 from lab.definition import SSH_CONFIG  # noqa: E402
 
 

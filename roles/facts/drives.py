@@ -7,10 +7,10 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-
-from typing_extensions import override
+from collections.abc import Iterable, Iterator
 
 from pyinfra.api import FactBase, QuoteString, StringCommand
+from typing_extensions import override
 
 BY_ID = "/dev/disk/by-id"
 
@@ -29,7 +29,7 @@ ZFS_LABEL_STATES = {
 }
 
 
-def natural_key(text: str):
+def natural_key(text: str) -> list[int | str]:
     return [int(bit) if bit.isdigit() else bit for bit in _NATURAL_RE.split(text)]
 
 
@@ -47,7 +47,7 @@ class DrivesByPattern(FactBase):
     default = list
 
     @override
-    def command(self, pattern) -> StringCommand:
+    def command(self, pattern: str) -> StringCommand:
         self._pattern = pattern.removeprefix(BY_ID + "/")
         return StringCommand(
             f"for f in {BY_ID}/*; do",
@@ -56,7 +56,7 @@ class DrivesByPattern(FactBase):
         )
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> list[str]:
         pattern = getattr(self, "_pattern", "*")
         names: dict[str, str] = {}
         for line in output:
@@ -74,7 +74,7 @@ class DrivesByPattern(FactBase):
         return paths
 
 
-def _parse_blkid_export(lines) -> dict:
+def _parse_blkid_export(lines: list[str]) -> dict[str, str]:
     values: dict[str, str] = {}
     for line in lines:
         if "ambivalent result" in line:
@@ -89,7 +89,7 @@ def _parse_blkid_export(lines) -> dict:
     return values
 
 
-def _parse_zdb_label(lines) -> dict | None:
+def _parse_zdb_label(lines: list[str]) -> dict | None:
     """Pool-level fields of `zdb -l`: they are the keys indented by exactly four spaces."""
     fields: dict[str, str] = {}
     for line in lines:
@@ -106,7 +106,7 @@ def _parse_zdb_label(lines) -> dict | None:
     }
 
 
-def _walk_lsblk(devices):
+def _walk_lsblk(devices: list[dict] | None) -> Iterator[dict]:
     for device in devices or []:
         yield device
         yield from _walk_lsblk(device.get("children"))
@@ -162,7 +162,7 @@ class DriveState(FactBase):
     default = dict
 
     @override
-    def command(self, paths) -> StringCommand:
+    def command(self, paths: Iterable[str]) -> StringCommand:
         probe = (
             'echo "@blkid $x"; blkid -p -o export "$x" 2>&1;'
             ' if command -v zdb >/dev/null 2>&1; then echo "@zdb $x"; zdb -l "$x" 2>&1; fi;'
@@ -182,7 +182,7 @@ class DriveState(FactBase):
         )
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> dict[str, dict]:
         drives: dict[str, dict] = {}
         drive: dict | None = None
         block: list[str] = []
@@ -226,7 +226,7 @@ class DriveState(FactBase):
         return drives
 
 
-def _apply_lsblk(drive: dict, lines) -> None:
+def _apply_lsblk(drive: dict, lines: list[str]) -> None:
     try:
         data = json.loads("\n".join(lines))
     except ValueError:
@@ -251,7 +251,7 @@ def _merge_zfs_label(drive: dict, label: dict) -> None:
     drive["zfs_labels"].append(label)
 
 
-def _apply_blkid(drive: dict, device: str, values: dict) -> None:
+def _apply_blkid(drive: dict, device: str, values: dict[str, str]) -> None:
     if device != drive["device"] and device not in drive["partitions"]:
         drive["partitions"].append(device)
     if values.get("PTTYPE") and device == drive["device"]:

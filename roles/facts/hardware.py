@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing_extensions import override
-
 from pyinfra.api import FactBase
+from typing_extensions import override
 
 MEMORY = "/sys/devices/system/memory"
 ROUND = 128 * 1024 * 1024  # fallback granularity, the x86 memory block size
@@ -35,7 +34,7 @@ class HostHardware(FactBase):
         )
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> dict[str, int]:
         values = {}
         for line in output:
             key, *rest = line.split()

@@ -7,9 +7,11 @@ first run on a bare host can plan its changes; callers decide whether that is an
 
 from __future__ import annotations
 
-from typing_extensions import override
+from collections.abc import Iterable
+from typing import Any
 
 from pyinfra.api import FactBase, QuoteString, StringCommand
+from typing_extensions import override
 
 UNREACHABLE = "__DBZFS_MARIADB_UNREACHABLE__"
 START = "__DBZFS_MARIADB__"
@@ -44,7 +46,7 @@ def query(sql: str, *flags: str) -> StringCommand:
     )
 
 
-def rows(output) -> list[str] | None:
+def rows(output: list[str]) -> list[str] | None:
     """The answer's lines, or None when the server could not be reached."""
     lines = [line for line in output if line.strip() != START]
     if any(line.strip() == UNREACHABLE for line in lines):
@@ -56,7 +58,7 @@ class MariadbFact(FactBase):
     abstract = True
 
     @staticmethod
-    def default():
+    def default() -> None:
         return None
 
 
@@ -70,19 +72,19 @@ class MariadbVariables(MariadbFact):
     """
 
     @override
-    def command(self, names=None) -> StringCommand:
+    def command(self, names: Iterable[str] | None = None) -> StringCommand:
         sql = "SHOW GLOBAL VARIABLES"
         if names:
             sql += " WHERE Variable_name IN (" + ", ".join(sql_string(n) for n in names) + ")"
         return query(sql)
 
     @override
-    def process(self, output):
-        output = rows(output)
-        if output is None:
+    def process(self, output: list[str]) -> dict[str, str] | None:
+        lines = rows(output)
+        if lines is None:
             return None
-        values = {}
-        for line in output:
+        values: dict[str, str] = {}
+        for line in lines:
             name, _, value = line.partition("\t")
             if name:
                 values[name] = value
@@ -104,12 +106,12 @@ class MariadbReplicaStatus(MariadbFact):
         return query("SHOW SLAVE STATUS", "-E")
 
     @override
-    def process(self, output):
-        output = rows(output)
-        if output is None:
+    def process(self, output: list[str]) -> dict[str, str] | None:
+        lines = rows(output)
+        if lines is None:
             return None
-        status = {}
-        for line in output:
+        status: dict[str, str] = {}
+        for line in lines:
             if line.startswith("***"):
                 continue
             key, sep, value = line.partition(":")
@@ -140,12 +142,12 @@ class MariadbUsers(MariadbFact):
         )
 
     @override
-    def process(self, output):
-        output = rows(output)
-        if output is None:
+    def process(self, output: list[str]) -> dict[tuple[str, str], dict[str, str]] | None:
+        lines = rows(output)
+        if lines is None:
             return None
-        users = {}
-        for line in output:
+        users: dict[tuple[str, str], dict[str, str]] = {}
+        for line in lines:
             fields = line.split("\t")
             if len(fields) == 4:
                 user, host, plugin, credential = fields
@@ -164,7 +166,7 @@ class MariadbGrants(MariadbFact):
     """
 
     @override
-    def command(self, user, user_host) -> StringCommand:
+    def command(self, user: str, user_host: str) -> StringCommand:
         grantee = sql_string(f"'{user}'@'{user_host}'")
         return query(
             f"SELECT '*', PRIVILEGE_TYPE, IS_GRANTABLE FROM information_schema.USER_PRIVILEGES "
@@ -174,12 +176,12 @@ class MariadbGrants(MariadbFact):
         )
 
     @override
-    def process(self, output):
-        output = rows(output)
-        if output is None:
+    def process(self, output: list[str]) -> dict[str, set[str]] | None:
+        lines = rows(output)
+        if lines is None:
             return None
-        grants: dict = {}
-        for line in output:
+        grants: dict[str, set[str]] = {}
+        for line in lines:
             fields = line.split("\t")
             if len(fields) != 3:
                 continue
@@ -199,11 +201,11 @@ class MariadbSchemas(MariadbFact):
         return query("SHOW DATABASES")
 
     @override
-    def process(self, output):
-        output = rows(output)
-        if output is None:
+    def process(self, output: list[str]) -> list[str] | None:
+        lines = rows(output)
+        if lines is None:
             return None
-        return sorted(line.strip() for line in output if line.strip())
+        return sorted(line.strip() for line in lines if line.strip())
 
 
 class ServiceConfigState(FactBase):
@@ -218,7 +220,7 @@ class ServiceConfigState(FactBase):
     """
 
     @override
-    def command(self, service, paths) -> StringCommand:
+    def command(self, service: str, paths: Iterable[str]) -> StringCommand:
         return StringCommand(
             "systemctl",
             "show",
@@ -241,8 +243,8 @@ class ServiceConfigState(FactBase):
         )
 
     @override
-    def process(self, output):
-        state = {"active": None, "started": None, "need_daemon_reload": False, "mtimes": {}}
+    def process(self, output: list[str]) -> dict[str, Any]:
+        state: dict[str, Any] = {"active": None, "started": None, "need_daemon_reload": False, "mtimes": {}}
         for line in output:
             if line.startswith("mtime="):
                 mtime, _, path = line[len("mtime=") :].partition(" ")

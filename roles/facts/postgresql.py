@@ -10,9 +10,11 @@ the stored SCRAM verifier and its salt.
 
 from __future__ import annotations
 
-from typing_extensions import override
+from collections.abc import Iterable
+from typing import Any
 
 from pyinfra.api import FactBase, QuoteString, StringCommand
+from typing_extensions import override
 
 DOWN = "__dbzfs_postgresql_down__"
 UP = "__dbzfs_postgresql_up__"  # pyinfra gives a fact with no output its default (None)
@@ -39,7 +41,7 @@ def psql(sql: str, database: str = "postgres") -> StringCommand:
     )
 
 
-def _rows(output) -> list[list[str]] | None:
+def _rows(output: list[str]) -> list[list[str]] | None:
     lines = [line for line in output if line.strip()]
     if not lines or lines[0].strip() != UP:
         return None
@@ -67,11 +69,11 @@ class PostgresqlCluster(FactBase):
     """
 
     @override
-    def command(self, version, cluster, data_directory) -> StringCommand:
+    def command(self, version: str | int, cluster: str, data_directory: str) -> StringCommand:
         conf = f"/etc/postgresql/{version}/{cluster}/postgresql.conf"
         data = QuoteString(data_directory)
 
-        def inside(name):
+        def inside(name: str) -> QuoteString:
             return QuoteString(f"{data_directory}/{name}")
 
         default = f"/var/lib/postgresql/{version}/{cluster}"
@@ -99,7 +101,7 @@ class PostgresqlCluster(FactBase):
         )
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> dict[str, Any]:
         raw = dict(line.split("=", 1) for line in output if "=" in line)
         return {
             "config": raw.get("config") == "yes",
@@ -138,11 +140,12 @@ class PostgresqlFileSettings(FactBase):
         )
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> dict[str, list] | None:
         rows = _rows(output)
         if rows is None:
             return None
-        restart, errors = [], []
+        restart: list[str] = []
+        errors: list[tuple[str, str, str, int]] = []
         for name, context, error, sourcefile, sourceline in rows:
             if context == "postmaster" and error == "setting could not be applied":
                 restart.append(name)
@@ -163,7 +166,7 @@ class PostgresqlConfigAge(FactBase):
     """
 
     @override
-    def command(self, paths) -> StringCommand:
+    def command(self, paths: Iterable[str]) -> StringCommand:
         mtimes = [
             StringCommand(
                 "echo file $(date -r", QuoteString(p), "+%s.%N 2>/dev/null || echo 0)", QuoteString(p), ";"
@@ -173,8 +176,9 @@ class PostgresqlConfigAge(FactBase):
         return StringCommand(psql("SELECT extract(epoch FROM pg_conf_load_time())"), ";", *mtimes)
 
     @override
-    def process(self, output):
-        files, rest = {}, []
+    def process(self, output: list[str]) -> dict[str, Any] | None:
+        files: dict[str, float] = {}
+        rest: list[str] = []
         for line in output:
             if line.startswith("file "):
                 _, mtime, path = line.split(" ", 2)
@@ -196,7 +200,7 @@ class PostgresqlPendingRestart(FactBase):
         return psql("SELECT name FROM pg_settings WHERE pending_restart ORDER BY name")
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> list[str] | None:
         rows = _rows(output)
         return None if rows is None else [row[0] for row in rows]
 
@@ -224,7 +228,7 @@ class PostgresqlRoles(FactBase):
         )
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> dict[str, dict[str, Any]] | None:
         rows = _rows(output)
         if rows is None:
             return None
@@ -262,13 +266,13 @@ class PostgresqlDatabases(FactBase):
         )
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> dict[str, dict[str, Any]] | None:
         rows = _rows(output)
         if rows is None:
             return None
-        databases = {}
+        databases: dict[str, dict[str, Any]] = {}
         for name, owner, grants in rows:
-            held: dict[str, set] = {}
+            held: dict[str, set[str]] = {}
             for grant in filter(None, grants.split(",")):
                 grantee, _, privilege = grant.rpartition(":")
                 held.setdefault(grantee, set()).add(privilege)
@@ -296,7 +300,7 @@ class PostgresqlReplicationSlots(FactBase):
         )
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> dict[str, dict[str, Any]] | None:
         rows = _rows(output)
         if rows is None:
             return None
@@ -344,7 +348,7 @@ class PostgresqlWalReceiver(FactBase):
         )
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> dict[str, Any] | None:
         rows = _rows(output)
         if not rows:
             return None
@@ -362,9 +366,9 @@ class SystemdNeedsReload(FactBase):
     drop-ins): ``systemctl show -p NeedDaemonReload``."""
 
     @override
-    def command(self, unit) -> StringCommand:
+    def command(self, unit: str) -> StringCommand:
         return StringCommand("systemctl show -p NeedDaemonReload --value", QuoteString(unit))
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> bool:
         return any(line.strip() == "yes" for line in output)

@@ -8,10 +8,11 @@ run on a bare host can plan its changes.
 from __future__ import annotations
 
 import re
-
-from typing_extensions import override
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pyinfra.api import FactBase, QuoteString, StringCommand
+from typing_extensions import override
 
 # Top-level vdev groups `zpool status` prints at the pool's own depth.
 SECTIONS = ("logs", "cache", "spares", "special", "dedup")
@@ -22,7 +23,7 @@ _TOP_VDEV_RE = re.compile(r"^(mirror|raidz[123]?|draid[123]?(?::\S+)?|indirect)-
 _WHOLE_DISK_PART_RE = re.compile(r"-part1$")
 
 
-def _props_table(output, with_name: bool) -> dict:
+def _props_table(output: list[str], with_name: bool) -> dict:
     """Rows of `zpool/zfs get -H -p -o [name,]property,value,source` -> nested dict."""
     data: dict = {}
     for line in output:
@@ -100,16 +101,16 @@ class ZpoolTopology(FactBase):
     """
 
     @override
-    def requires_command(self, pool) -> str:
+    def requires_command(self, pool: str) -> str:
         return "zpool"
 
     @override
-    def command(self, pool) -> StringCommand:
+    def command(self, pool: str) -> StringCommand:
         # Not -L: it resolves the by-id links the pool was created with to /dev/nvmeXnY.
         return _if_pool_exists(pool, "zpool status -P")
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> dict[str, Any] | None:
         pool: dict = {
             "name": None,
             "state": None,
@@ -215,15 +216,15 @@ class ZpoolProperties(FactBase):
     """
 
     @override
-    def requires_command(self, pool) -> str:
+    def requires_command(self, pool: str) -> str:
         return "zpool"
 
     @override
-    def command(self, pool) -> StringCommand:
+    def command(self, pool: str) -> StringCommand:
         return _if_pool_exists(pool, "zpool get -H -p -o property,value,source all")
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> dict[str, dict[str, str]] | None:
         return _props_table(output, with_name=False) or None
 
 
@@ -249,11 +250,11 @@ class ZfsDatasetProperties(FactBase):
     default = dict
 
     @override
-    def requires_command(self, datasets, recursive=False) -> str:
+    def requires_command(self, datasets: str | Iterable[str], recursive: bool = False) -> str:
         return "zfs"
 
     @override
-    def command(self, datasets, recursive=False) -> StringCommand:
+    def command(self, datasets: str | Iterable[str], recursive: bool = False) -> StringCommand:
         if isinstance(datasets, str):
             datasets = [datasets]
         bits: list = ["zfs get -H -p -o name,property,value,source"]
@@ -266,7 +267,7 @@ class ZfsDatasetProperties(FactBase):
         return StringCommand(*bits)
 
     @override
-    def process(self, output):
+    def process(self, output: list[str]) -> dict[str, dict[str, dict[str, str]]]:
         return _props_table(output, with_name=True)
 
 
@@ -274,7 +275,7 @@ MODPROBE_CONF = "/etc/modprobe.d/zfs.conf"
 _PARAMETER_NAME_RE = re.compile(r"^[a-z0-9_]+$")
 
 
-def parse_modprobe_options(lines, module: str = "zfs") -> dict[str, str]:
+def parse_modprobe_options(lines: Iterable[str], module: str = "zfs") -> dict[str, str]:
     """`options zfs k=v k2=v2` lines -> {k: v}; later lines win, as for modprobe."""
     params: dict[str, str] = {}
     for line in lines:
@@ -303,7 +304,7 @@ class ZfsModuleParameters(FactBase):
     """
 
     @override
-    def command(self, names, path=MODPROBE_CONF) -> StringCommand:
+    def command(self, names: Sequence[str], path: str = MODPROBE_CONF) -> StringCommand:
         for name in names:
             if not _PARAMETER_NAME_RE.match(name):
                 raise ValueError(f"not a ZFS module parameter name: {name!r}")
@@ -322,8 +323,8 @@ class ZfsModuleParameters(FactBase):
         return StringCommand(*bits)
 
     @override
-    def process(self, output):
-        live: dict = {name: None for name in getattr(self, "_names", [])}
+    def process(self, output: list[str]) -> dict[str, Any]:
+        live: dict[str, str | None] = {name: None for name in getattr(self, "_names", [])}
         conf_lines: list[str] | None = None
         for line in output:
             if conf_lines is not None:
@@ -341,5 +342,5 @@ class ZfsModuleParameters(FactBase):
 
     @staticmethod
     @override
-    def default():
+    def default() -> dict[str, Any]:
         return {"live": {}, "persisted": {}, "conf": None}

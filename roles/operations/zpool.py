@@ -266,7 +266,7 @@ def layout_differences(topology: dict, vdevs, spares) -> list[str]:
             bits.append(f"has extra disk {' '.join(extra)}")
         differences.append(f"{name} ({' '.join(disks)}) {'; '.join(bits)}")
 
-    for name, live_type, disks in unmatched:
+    for name, _live_type, disks in unmatched:
         differences.append(f"pool has {name} ({' '.join(disks)}) which is not declared")
 
     live_spares = [spare["disk"] for spare in topology["spares"]]

@@ -50,6 +50,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from lab.definition import load  # noqa: E402
+
 from tests import labkit  # noqa: E402
 from tests.labkit import log as _log  # noqa: E402
 

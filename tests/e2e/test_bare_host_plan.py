@@ -5,6 +5,7 @@ module in the guest, most of an hour under TCG: tests/install, `./dbzfs test-ins
 import pytest
 
 from lab.definition import load
+
 from tests import labkit
 from tests.bare_host import check_dry_run_plans_the_install, check_starts_bare
 

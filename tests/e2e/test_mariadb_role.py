@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab import control
-from lab import vm as vmmod
+from lab import control, vm as vmmod
+
 from tests.e2e.pyinfra_results import grand_total
 
 pytestmark = pytest.mark.e2e
@@ -100,7 +100,7 @@ def test_killed_replica_catches_up_with_nothing_lost(pair, timings):
     pair.check(REPLICA, "systemctl kill -s KILL mariadb.service && sleep 1 && systemctl stop mariadb.service")
     assert pair.run(REPLICA, "systemctl is-active mariadb.service").stdout.strip() != "active"
     assert pair.run(REPLICA, "pidof mariadbd").rc != 0
-    for batch in range(20):
+    for _batch in range(20):
         values = ", ".join(f"('{pysecrets.token_hex(8)}')" for _ in range(50))
         sql(pair, PRIMARY, f"INSERT INTO {TABLE} (token) VALUES {values}")
     sql(pair, PRIMARY, f"UPDATE {TABLE} SET token = CONCAT(token, '-u') WHERE id % 7 = 0")

@@ -18,7 +18,7 @@ def pytest_addoption(parser):
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _inventory(path):
     return load_inventory_isolated(path)
 

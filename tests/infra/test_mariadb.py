@@ -12,6 +12,7 @@ from roles.hostdata import HostConfig
 from roles.mariadb import CONFIG, DROP_IN, app_grants, client_hosts
 from roles.operations.mariadb import REPLICATION_PRIVILEGES, SECRET_DIR, normalise_privileges
 from roles.validation import load_inventory_isolated
+
 from tests.infra.probe import fact
 
 engine = "mariadb"  # tests/infra/conftest.py: only hosts with this engine are checked

@@ -17,6 +17,7 @@ from roles.facts.postgresql import (
 from roles.hostdata import HostConfig
 from roles.operations.postgresql import password_matches, slot_name, unit
 from roles.postgresql import PASSFILE, REPLICATION_USER, database_grants
+
 from tests.infra.conftest import _inventory
 from tests.infra.probe import fact
 

@@ -8,6 +8,7 @@ from roles.facts.drives import DrivesByPattern
 from roles.facts.hardware import HostHardware
 from roles.facts.zfs import ZfsDatasetProperties, ZpoolProperties, ZpoolTopology
 from roles.zfs_properties import same_value
+
 from tests.infra.probe import fact
 
 

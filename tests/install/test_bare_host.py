@@ -9,6 +9,7 @@ import time
 import pytest
 
 from lab import control
+
 from tests.bare_host import check_dry_run_plans_the_install, check_starts_bare
 from tests.e2e.pyinfra_results import assert_changed_nothing
 from tests.labkit import log

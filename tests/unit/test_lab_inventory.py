@@ -74,6 +74,7 @@ def test_lab_install_inventory_passes_validation():
 def test_bare_vm_definition_is_checked_like_the_others():
     import pytest
     import yaml
+
     from lab.definition import DEFINITION, LabDefinitionError, _check
 
     raw = yaml.safe_load(DEFINITION.read_text())

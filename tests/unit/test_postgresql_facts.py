@@ -15,6 +15,7 @@ from roles.facts.postgresql import (
 )
 
 DATA = "/datastore/postgresql/15/main"
+CONF = "/etc/postgresql/15/main/postgresql.conf"
 
 
 def test_cluster_command_looks_in_the_declared_places():
@@ -86,8 +87,8 @@ def test_file_settings_split_restart_from_errors():
     facts = PostgresqlFileSettings().process(
         [
             UP,
-            "shared_buffers|postmaster|setting could not be applied|/etc/postgresql/15/main/postgresql.conf|16",
-            'work_mem|user|invalid value for parameter "work_mem": "lots"|/etc/postgresql/15/main/postgresql.conf|18',
+            f"shared_buffers|postmaster|setting could not be applied|{CONF}|16",
+            f'work_mem|user|invalid value for parameter "work_mem": "lots"|{CONF}|18',
         ]
     )
     assert facts["restart"] == ["shared_buffers"]
@@ -95,7 +96,7 @@ def test_file_settings_split_restart_from_errors():
         (
             "work_mem",
             'invalid value for parameter "work_mem": "lots"',
-            "/etc/postgresql/15/main/postgresql.conf",
+            CONF,
             18,
         )
     ]
