@@ -48,8 +48,9 @@ zfs_capacity_threshold = 80  # percent; Heap saw ingestion slow past 80% [zfs-db
 # Compression for the engine's parent dataset (children inherit it): lz4, zstd, zstd-N, zstd-fast-N.
 zfs_compression = "lz4"
 
-# Per engine: dataset (relative to the pool) -> properties. The first is the parent; the data
-# lives in its children, never in the pool root [Let's Encrypt]. "mountpoint" is a property too.
+# Per engine: dataset (relative to the pool) -> properties. Every dataset lives under the engine's
+# parent (zfs_dataset_roles below); the data lives in its children, never in the pool root
+# [Let's Encrypt]. "mountpoint" is a property too: an absolute path, no spaces.
 zfs_datasets = {
     "mariadb": {
         "datastore": {
@@ -99,11 +100,25 @@ zfs_datasets = {
         },
     },
 }
+# Per engine: which of its zfs_datasets is which, by name. "parent" holds no data and gets
+# zfs_compression (its children inherit it); "data" holds the tables (MariaDB's datadir,
+# PostgreSQL's data_directory); "log" holds the redo log, binlog and relay log (MariaDB) or the
+# WAL (PostgreSQL).
+zfs_dataset_roles = {
+    "mariadb": {"parent": "datastore", "data": "datastore/mysql", "log": "datastore/mysql-log"},
+    "postgresql": {
+        "parent": "datastore",
+        "data": "datastore/postgresql",
+        "log": "datastore/postgresql-wal",
+    },
+}
+
 # Per-dataset property overrides merged over zfs_datasets, e.g.
 # {"datastore/postgresql": {"recordsize": "64k"}}.
 zfs_dataset_properties = {}
 
-# ZFS module parameters merged over the sized ones (zfs_arc_max, zfs_prefetch_disable).
+# ZFS module parameters merged over the sized ones (zfs_arc_max, zfs_prefetch_disable): names
+# from zfs(4), integer values in the parameter's own unit (bytes for zfs_arc_max: no "4G").
 zfs_module_params = {}
 
 # --- Database -----------------------------------------------------------------------------------
@@ -113,7 +128,6 @@ db_settings = {}
 max_connections = None  # None: the sizing default for the engine and workload
 # Networks application clients connect from (CIDR); replication peers are allowed separately.
 db_client_networks = []
-db_port = None  # None: the engine's default (3306, 5432)
 
 # Application databases and users. Passwords are never data: each user's password is read from
 # the secrets (environment or secrets file) under the key named by "password_secret".

@@ -63,6 +63,8 @@ class HostConfig:
     capacity_threshold: int = 80
     compression: str = "lz4"
     datasets: dict = field(default_factory=dict)  # relative name -> properties, parent first
+    # What the engine keeps where, by name (zfs_dataset_roles): "parent", "data", "log".
+    dataset_roles: dict = field(default_factory=dict)
     module_params: dict = field(default_factory=dict)
     db_settings: dict = field(default_factory=dict)
     max_connections: int | None = None
@@ -76,10 +78,17 @@ class HostConfig:
         datasets = {}
         defaults = _get(data, "zfs_datasets", {})
         overrides = _get(data, "zfs_dataset_properties", {})
-        if isinstance(defaults, Mapping) and isinstance(defaults.get(engine), Mapping):
-            for i, (ds, props) in enumerate(defaults[engine].items()):
-                merged = dict(props)
-                if i == 0:  # the parent: children inherit its compression
+        roles = _get(data, "zfs_dataset_roles", {})
+        roles = roles.get(engine) if isinstance(roles, Mapping) and isinstance(engine, str) else None
+        roles = dict(roles) if isinstance(roles, Mapping) else {}
+        if isinstance(defaults, Mapping) and isinstance(engine, str) \
+                and isinstance(defaults.get(engine), Mapping):
+            # Parents before their children (the order they are created in), whatever the order
+            # the data lists them in.
+            for ds in sorted(defaults[engine], key=lambda ds: str(ds).count("/")):
+                props = defaults[engine][ds]
+                merged = dict(props) if isinstance(props, Mapping) else {}
+                if ds == roles.get("parent"):  # children inherit its compression
                     merged["compression"] = _get(data, "zfs_compression", "lz4")
                 if isinstance(overrides, Mapping) and isinstance(overrides.get(ds), Mapping):
                     merged.update(overrides[ds])
@@ -110,6 +119,7 @@ class HostConfig:
             capacity_threshold=_get(data, "zfs_capacity_threshold", 80),
             compression=_get(data, "zfs_compression", "lz4"),
             datasets=datasets,
+            dataset_roles=roles,
             module_params=dict(_get(data, "zfs_module_params", {})),
             db_settings=dict(_get(data, "db_settings", {})),
             max_connections=data.get("max_connections"),
@@ -124,14 +134,24 @@ class HostConfig:
         return f"{self.pool.name}/{relative}"
 
     @property
+    def parent_dataset(self) -> str:
+        """The engine's parent dataset: holds no data itself, its children inherit from it."""
+        return self.dataset_roles["parent"]
+
+    @property
     def data_dataset(self) -> str:
-        """The dataset holding the engine's tables (the first child)."""
-        return list(self.datasets)[1]
+        """The dataset holding the engine's tables."""
+        return self.dataset_roles["data"]
 
     @property
     def log_dataset(self) -> str:
-        """The dataset holding redo/binlog (MariaDB) or WAL (PostgreSQL): the second child."""
-        return list(self.datasets)[2]
+        """The dataset holding redo/binlog (MariaDB) or WAL (PostgreSQL)."""
+        return self.dataset_roles["log"]
+
+    @property
+    def child_datasets(self) -> list[str]:
+        """Every dataset of the engine but the parent: the ones the server's account owns."""
+        return [ds for ds in self.datasets if ds != self.parent_dataset]
 
     def mountpoint(self, relative: str) -> str:
         return self.datasets[relative]["mountpoint"]
@@ -140,7 +160,7 @@ class HostConfig:
         props = self.datasets[relative]
         if "recordsize" in props:
             return parse_size(props["recordsize"])
-        return parse_size(self.datasets[next(iter(self.datasets))].get("recordsize", "128k"))
+        return parse_size(self.datasets[self.parent_dataset].get("recordsize", "128k"))
 
     @property
     def expected_drive_count(self) -> int:

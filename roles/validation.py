@@ -7,6 +7,7 @@ main) runs it with no SSH at all.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import ipaddress
 import re
@@ -14,9 +15,10 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from roles import secrets as secrets_mod
+from roles import zfs_module_params
 from roles.hostdata import BY_ID, HostConfig, parse_size
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -44,42 +46,120 @@ CHOICES = {
     "redundant_metadata": ("all", "most", "some", "none"),
     "sync": ("standard", "always", "disabled"),
     "canmount": ("on", "off", "noauto"),
+    "checksum": ("on", "off", "fletcher2", "fletcher4", "sha256", "noparity", "sha512", "skein",
+                 "edonr", "blake3"),
+    "snapdir": ("hidden", "visible"),
+    "copies": ("1", "2", "3"),
 }
-# Keys the toolkit reads; a misspelt one with our prefixes is an error, not a silent default.
-KNOWN_KEYS = {
-    "engine", "role", "primary", "cluster", "server_id", "replication_address", "hardware",
-    "workload", "drives", "drive_pattern", "drive_count", "wipe_drives", "zpool_name",
-    "zpool_mirror_width", "zpool_spares", "zpool_ashift", "zpool_autoreplace", "zpool_autotrim",
-    "zfs_capacity_threshold", "zfs_compression", "zfs_datasets", "zfs_dataset_properties",
-    "zfs_module_params", "db_settings", "max_connections", "db_client_networks", "db_port",
-    "databases", "db_users",
+# Properties holding a byte count, written as ZFS takes them: 16k, 16K, 16KiB, 1.5M, 16384.
+SIZE_PROPERTIES = {"recordsize", "quota", "refquota", "reservation", "refreservation",
+                   "special_small_blocks"}
+NONE_SIZE_PROPERTIES = {"quota", "refquota", "reservation", "refreservation"}
+# zfs_nicestrtonum (libzfs): digits, an optional fraction, then B or one of KMGTPEZ followed by
+# nothing, B or iB (any case). No space between number and unit.
+ZFS_SIZE_RE = re.compile(r"^(\d+(\.\d*)?|\.\d+)(B|[KMGTPEZ](i?B)?)?$", re.IGNORECASE)
+# A dataset's name relative to the pool: components of letters, digits, _ . : - (zfs(8)).
+DATASET_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+(/[A-Za-z0-9_.:-]+)*$")
+# Mountpoints go into systemd units, my.cnf and postgresql.conf unquoted: absolute, no spaces,
+# no empty, "." or ".." components, no trailing slash.
+MOUNTPOINT_RE = re.compile(r"^(/[A-Za-z0-9_.@+:-]+)+$")
+# zpool-create(8): a letter first, then letters, digits, _ - : . (we leave out the space, which
+# the scrub timer's unit name cannot hold). The names mirror, raidz, draid, spare and log are
+# reserved, as are names beginning with mirror, raidz, draid and spare; names beginning with the
+# other vdev keywords (log, cache, special, dedup) or with c[0-9] (a Solaris disk name) read as
+# vdevs on a zpool command line and are refused too.
+POOL_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
+POOL_RESERVED_PREFIXES = ("mirror", "raidz", "draid", "spare", "log", "cache", "special", "dedup")
+DATASET_ROLES = ("parent", "data", "log")
+# Keys group_data/all.py once documented and nothing reads any more: setting one is a mistake.
+RETIRED_KEYS = {
+    "db_port": "nothing reads it: the servers listen on their default port (MariaDB 3306, "
+               "PostgreSQL 5432); remove it",
 }
 OUR_PREFIXES = ("zpool_", "zfs_", "db_", "drive", "wipe_")
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
+_STR, _INT, _LIST, _MAP = "a string", "an integer", "a list", "a mapping"
+# What each key of group_data/all.py holds: (type, None allowed, an example). Checked before any
+# rule reads the data: a key of the wrong type gets one message, and every rule that depends on
+# it is skipped. The nested values of lists and mappings are checked by _Checker.type_<key>.
+KEY_TYPES: dict[str, tuple[str, bool, str]] = {
+    "engine": (_STR, True, '"mariadb" or "postgresql"'),
+    "role": (_STR, True, '"primary" or "replica"'),
+    "primary": (_STR, True, 'the primary\'s inventory name, e.g. "db01"'),
+    "cluster": (_STR, True, 'a replication group name, e.g. "boulder"'),
+    "server_id": (_INT, True, "1 (unique within the replication group)"),
+    "replication_address": (_STR, True, '"10.20.0.11"'),
+    "hardware": (_MAP, True, '{"ram_bytes": 4 * 1024**3, "cpus": 2}'),
+    "workload": (_STR, False, '"oltp" or "analytics"'),
+    "drives": (_LIST, False, '["/dev/disk/by-id/nvme-...", ...]'),
+    "drive_pattern": (_STR, True, '"nvme-INTEL_SSDPE2KE064T8_*"'),
+    "drive_count": (_INT, True, "24"),
+    "wipe_drives": (_LIST, False, '["/dev/disk/by-id/nvme-..."]'),
+    "zpool_name": (_STR, False, '"dbpool"'),
+    "zpool_mirror_width": (_INT, False, "2"),
+    "zpool_spares": (_INT, False, "0 or 2"),
+    "zpool_ashift": (_INT, False, "12 or 13"),
+    "zpool_autoreplace": (_STR, False, '"on" or "off"'),
+    "zpool_autotrim": (_STR, False, '"on" or "off"'),
+    "zfs_capacity_threshold": (_INT, False, "80"),
+    "zfs_compression": (_STR, False, '"lz4" or "zstd"'),
+    "zfs_datasets": (_MAP, False, "the default from group_data/all.py"),
+    "zfs_dataset_roles": (_MAP, False, "the default from group_data/all.py"),
+    "zfs_dataset_properties": (_MAP, False, '{"datastore/postgresql": {"recordsize": "64k"}}'),
+    "zfs_module_params": (_MAP, False, '{"zfs_txg_timeout": 10}'),
+    "db_settings": (_MAP, False, '{"innodb_io_capacity": 2000}'),
+    "max_connections": (_INT, True, "500, or None for the sized default"),
+    "db_client_networks": (_LIST, False, '["10.1.0.0/16"]'),
+    "databases": (_LIST, False, '[{"name": "app"}]'),
+    "db_users": (_LIST, False, '[{"name": "app", "password_secret": "app_password"}]'),
+}
+# Keys the toolkit reads (group_data/all.py documents each); a misspelt one is an error, not a
+# silent default.
+KNOWN_KEYS = set(KEY_TYPES)
+
 
 @dataclass(frozen=True)
 class Problem:
-    host: str
+    """One mistake: the host (None for the inventory file as a whole), the key (or "line N" of
+    the file), the value as written, what is wrong and the fix."""
+
+    host: str | None
     key: str
     value: object
     message: str
     fix: str
 
     def __str__(self) -> str:
-        value = self.value if isinstance(self.value, (int, float)) else repr(self.value)
-        text = f"{self.host}: {self.key} = {value}: {self.message}"
+        value = self.value if _is_number(self.value) else repr(self.value)
+        text = f"{self.key} = {value}: {self.message}"
+        if self.host is not None:
+            text = f"{self.host}: {text}"
         return f"{text}. Fix: {self.fix}" if self.fix else text
 
 
 class ValidationError(Exception):
-    def __init__(self, problems: list[Problem]):
+    def __init__(self, problems: list[Problem], source: str | None = None):
         self.problems = problems
-        super().__init__(format_problems(problems))
+        self.source = source
+        super().__init__(format_problems(problems, source))
 
 
-def format_problems(problems: list[Problem]) -> str:
-    lines = [f"{len(problems)} problem(s) in the inventory data; no host was changed:"]
+class InventoryError(Exception):
+    """The inventory file itself is wrong (missing, not Python, no hosts, a host twice): its
+    problems, reported like the data's, before any host is looked at."""
+
+    def __init__(self, problems: list[Problem], source: str):
+        self.problems = problems
+        self.source = source
+        super().__init__(format_problems(problems, source, what="in the inventory file"))
+
+
+def format_problems(problems: list[Problem], source: str | None = None,
+                    what: str = "in the inventory data") -> str:
+    """The report: one header naming the inventory file (when known), one line per problem."""
+    where = f"{source}: " if source else ""
+    lines = [f"{where}{len(problems)} problem(s) {what}; no host was changed:"]
     lines += [f"  - {p}" for p in problems]
     return "\n".join(lines)
 
@@ -96,15 +176,83 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind(value) -> str:
+    """What a value is, in the words the messages use."""
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _has_kind(value, kind: str) -> bool:
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _INT:
+        return _is_int(value)
+    if kind == _LIST:
+        return isinstance(value, (list, tuple))
+    return isinstance(value, Mapping)
+
+
+def _close(word: str, choices) -> list[str]:
+    return difflib.get_close_matches(word, sorted(choices), n=3, cutoff=0.75)
+
+
+def _size_ok(value) -> bool:
+    """A byte count as `zfs set` takes it (and parse_size reads it)."""
+    if _is_int(value):
+        return value >= 0
+    return (isinstance(value, str) and bool(ZFS_SIZE_RE.match(value))
+            and parse_size_or_none(value) is not None)
+
+
+def parse_size_or_none(value) -> int | None:
+    try:
+        return parse_size(value)
+    except ValueError:
+        return None
+
+
 class _Checker:
     def __init__(self, hosts: Mapping[str, Mapping], secrets: secrets_mod.Secrets):
-        self.data = hosts
-        self.secrets = secrets
-        self.cfg = {name: HostConfig.from_data(name, data) for name, data in hosts.items()}
         self.problems: list[Problem] = []
+        self.secrets = secrets
+        # Per host: the keys whose type is wrong (reported once; rules reading them are skipped).
+        self.bad: dict[str, set[str]] = {}
+        # Per host: its data without those keys, so HostConfig and the rules never see them.
+        self.data: dict[str, dict] = {}
+        for name, data in hosts.items():
+            if not isinstance(data, Mapping):
+                self.add(str(name), "host data", data, f"is {_kind(data)}, not a mapping",
+                         'list the host as ("name", {"engine": ..., ...})')
+                continue
+            self.data[name] = self.types(name, data)
+        self.cfg = {name: HostConfig.from_data(name, data) for name, data in self.data.items()}
+        # Hosts whose parent, data and log datasets are named and declared.
+        self.named: set[str] = set()
 
     def add(self, host, key, value, message, fix=""):
         self.problems.append(Problem(host, key, value, message, fix))
+
+    def ok(self, c: HostConfig | str, *keys: str) -> bool:
+        """None of these keys had the wrong type (so rules may read them)."""
+        name = c if isinstance(c, str) else c.name
+        return not (self.bad.get(name, set()) & set(keys))
 
     def run(self) -> list[Problem]:
         for name, cfg in self.cfg.items():
@@ -113,45 +261,294 @@ class _Checker:
             self.drives(cfg)
             self.pool(cfg)
             self.datasets(cfg)
+            self.module_params(cfg)
             self.database(cfg)
         self.fleet_drives()
         self.clusters()
         return self.problems
 
+    # --- types, first --------------------------------------------------------------------------
+
+    def types(self, name: str, data: Mapping) -> dict:
+        """The host's data with every key of the wrong type (at any depth) reported and left
+        out: HostConfig.from_data then falls back to its defaults for it."""
+        clean = dict(data)
+        bad = self.bad.setdefault(name, set())
+        for key, (kind, nullable, example) in KEY_TYPES.items():
+            if key not in data:
+                continue
+            value = data[key]
+            if value is None and nullable:
+                continue
+            if not _has_kind(value, kind):
+                expected = f"{kind} or None" if nullable else kind
+                fix = f"e.g. {example}"
+                if value is None:
+                    fix = f"set {kind} ({fix}), or remove the key for the default"
+                self.add(name, key, value, f"must be {expected}, not {_kind(value)}", fix)
+                ok = False
+            else:
+                nested = getattr(self, f"type_{key}", None)
+                ok = nested(name, key, value) if nested else True
+            if not ok:
+                bad.add(key)
+                del clean[key]
+        return clean
+
+    def type_items(self, name: str, key: str, items, kind: str, example: str) -> bool:
+        good = True
+        for i, item in enumerate(items):
+            if not _has_kind(item, kind):
+                self.add(name, f"{key}[{i}]", item, f"must be {kind}, not {_kind(item)}",
+                         f"e.g. {example}")
+                good = False
+        return good
+
+    def type_drives(self, name, key, value) -> bool:
+        return self.type_items(name, key, value, _STR, '"/dev/disk/by-id/nvme-..."')
+
+    type_wipe_drives = type_drives
+
+    def type_db_client_networks(self, name, key, value) -> bool:
+        return self.type_items(name, key, value, _STR, '"10.1.0.0/16"')
+
+    def type_hardware(self, name, key, value) -> bool:
+        good = True
+        for field in sorted(set(value) - {"ram_bytes", "cpus"}, key=str):
+            self.add(name, f"{key}[{field!r}]", value[field], "unknown hardware key",
+                     "use only ram_bytes and cpus")
+            good = False
+        for field in ("ram_bytes", "cpus"):
+            if field not in value:
+                self.add(name, f"{key}[{field!r}]", None, "missing",
+                         'give both, e.g. {"ram_bytes": 4 * 1024**3, "cpus": 2}')
+                good = False
+            elif not _is_int(value[field]):
+                self.add(name, f"{key}[{field!r}]", value[field],
+                         f"must be an integer, not {_kind(value[field])}",
+                         "bytes as an integer, e.g. 4 * 1024**3" if field == "ram_bytes"
+                         else "a count, e.g. 2")
+                good = False
+        return good
+
+    def type_engine_keys(self, name, key, value) -> bool:
+        """A mapping keyed by engine: no other keys, each value a mapping."""
+        good = True
+        for engine, per_engine in value.items():
+            where = f"{key}[{engine!r}]"
+            if engine not in ENGINES:
+                self.add(name, where, per_engine, "not an engine",
+                         f"key it by engine: {list(ENGINES)}")
+                good = False
+            elif not isinstance(per_engine, Mapping):
+                self.add(name, where, per_engine, f"must be a mapping, not {_kind(per_engine)}",
+                         "keep the shape of the default in group_data/all.py")
+                good = False
+        return good
+
+    def type_properties(self, name: str, where: str, props) -> bool:
+        """dataset -> {property: value}: property names are strings, values strings or
+        integers (ZFS takes text; on/off are words, not booleans)."""
+        if not isinstance(props, Mapping):
+            self.add(name, where, props, f"must be a mapping of property -> value, not "
+                     f"{_kind(props)}", 'e.g. {"recordsize": "16k"}')
+            return False
+        good = True
+        for prop, value in props.items():
+            if not isinstance(prop, str):
+                self.add(name, f"{where}[{prop!r}]", value, "a property name must be a string",
+                         'e.g. "recordsize"')
+                good = False
+            elif not (isinstance(value, str) or _is_int(value)):
+                self.add(name, f"{where}[{prop!r}]", value,
+                         f"must be a string or an integer, not {_kind(value)}",
+                         'write it as zfs set takes it, e.g. "16k", "off", "/datastore/mysql"')
+                good = False
+        return good
+
+    def type_zfs_datasets(self, name, key, value) -> bool:
+        if not self.type_engine_keys(name, key, value):
+            return False
+        good = True
+        for engine, datasets in value.items():
+            for ds, props in datasets.items():
+                where = f"{key}[{engine!r}][{ds!r}]"
+                if not isinstance(ds, str):
+                    self.add(name, where, props, "a dataset name must be a string",
+                             'e.g. "datastore/mysql"')
+                    good = False
+                else:
+                    good = self.type_properties(name, where, props) and good
+        return good
+
+    def type_zfs_dataset_roles(self, name, key, value) -> bool:
+        if not self.type_engine_keys(name, key, value):
+            return False
+        good = True
+        for engine, roles in value.items():
+            where = f"{key}[{engine!r}]"
+            for role in sorted(set(roles) - set(DATASET_ROLES), key=str):
+                self.add(name, f"{where}[{role!r}]", roles[role], "not a dataset role",
+                         f"use only {', '.join(DATASET_ROLES)}")
+                good = False
+            for role in DATASET_ROLES:
+                if role not in roles:
+                    self.add(name, f"{where}[{role!r}]", None, "missing",
+                             f"name the {role} dataset of {engine}, one of zfs_datasets"
+                             f"[{engine!r}]")
+                    good = False
+                elif not isinstance(roles[role], str):
+                    self.add(name, f"{where}[{role!r}]", roles[role],
+                             f"must be a dataset name (a string), not {_kind(roles[role])}",
+                             "keep the default from group_data/all.py")
+                    good = False
+        return good
+
+    def type_zfs_dataset_properties(self, name, key, value) -> bool:
+        good = True
+        for ds, props in value.items():
+            where = f"{key}[{ds!r}]"
+            if not isinstance(ds, str):
+                self.add(name, where, props, "a dataset name must be a string",
+                         'e.g. "datastore/postgresql"')
+                good = False
+            else:
+                good = self.type_properties(name, where, props) and good
+        return good
+
+    def type_zfs_module_params(self, name, key, value) -> bool:
+        good = True
+        for param, setting in value.items():
+            where = f"{key}[{param!r}]"
+            if not isinstance(param, str):
+                self.add(name, where, setting, "a parameter name must be a string",
+                         'e.g. "zfs_txg_timeout"')
+                good = False
+            elif not _is_int(setting):
+                size = parse_size_or_none(setting) if isinstance(setting, str) else None
+                fix = (f"write {size} (bytes)" if size is not None and not str(setting).isdigit()
+                       else "an integer in the parameter's unit, e.g. 4294967296 for 4 GiB")
+                if isinstance(setting, str) and setting.strip().isdigit():
+                    fix = f"write it as a number: {int(setting)}"
+                self.add(name, where, setting,
+                         f"must be an integer, not {_kind(setting)}: the kernel takes integers "
+                         "only (no unit suffixes, no fractions)", fix)
+                good = False
+        return good
+
+    def type_db_settings(self, name, key, value) -> bool:
+        good = True
+        for setting, setting_value in value.items():
+            where = f"{key}[{setting!r}]"
+            if not isinstance(setting, str) or not setting:
+                self.add(name, where, setting_value, "a setting name must be a non-empty string",
+                         'e.g. "innodb_io_capacity" or "work_mem"')
+                good = False
+            elif not (isinstance(setting_value, (str, bool)) or _is_number(setting_value)):
+                self.add(name, where, setting_value,
+                         f"must be a single value (string, number or boolean), not "
+                         f"{_kind(setting_value)}",
+                         "write it as the server's config file takes it, e.g. 2000 or \"8MB\"; "
+                         "remove the key for the sized default")
+                good = False
+        return good
+
+    def type_entries(self, name: str, key: str, entries, fields: Mapping[str, tuple]) -> bool:
+        """A list of mappings; fields: field -> (check, what it must be, example); "name" is
+        required."""
+        good = True
+        for i, entry in enumerate(entries):
+            where = f"{key}[{i}]"
+            if not isinstance(entry, Mapping):
+                self.add(name, where, entry, f"must be a mapping, not {_kind(entry)}",
+                         f"e.g. {KEY_TYPES[key][2][1:-1]}")
+                good = False
+                continue
+            for field in sorted(set(entry) - set(fields), key=str):
+                self.add(name, f"{where}.{field}", entry[field], f"not a {key} setting",
+                         f"use only {', '.join(fields)}")
+                good = False
+            if "name" not in entry:
+                self.add(name, f"{where}.name", None, "missing", f"e.g. {KEY_TYPES[key][2][1:-1]}")
+                good = False
+            for field, (check, must, example) in fields.items():
+                if field in entry and not check(entry[field]):
+                    self.add(name, f"{where}.{field}", entry[field],
+                             f"must be {must}, not {_kind(entry[field])}", f"e.g. {example}")
+                    good = False
+        return good
+
+    def type_databases(self, name, key, value) -> bool:
+        is_str = lambda v: isinstance(v, str)  # noqa: E731
+        return self.type_entries(name, key, value, {
+            "name": (is_str, _STR, '"app"'),
+            "owner": (is_str, "a user's name (a string)", '"app"'),
+        })
+
+    def type_db_users(self, name, key, value) -> bool:
+        is_str = lambda v: isinstance(v, str)  # noqa: E731
+        privileges = lambda v: isinstance(v, str) or (  # noqa: E731
+            isinstance(v, (list, tuple)) and all(isinstance(p, str) for p in v))
+        return self.type_entries(name, key, value, {
+            "name": (is_str, _STR, '"app"'),
+            "password_secret": (is_str, "a secret's name (a string)", '"app_password"'),
+            "database": (is_str, "a database's name (a string)", '"app"'),
+            "privileges": (privileges, "a string or a list of strings", '"SELECT,INSERT"'),
+            "owner": (lambda v: isinstance(v, bool), "true or false", "True"),
+        })
+
     # --- per host ----------------------------------------------------------------------------
 
     def keys(self, name):
         for key in self.data[name]:
-            if key.startswith(OUR_PREFIXES) and key not in KNOWN_KEYS:
-                close = [k for k in KNOWN_KEYS if k.startswith(key[:5])]
-                hint = f"did you mean one of {sorted(close)}?" if close else "remove it"
-                self.add(name, key, self.data[name][key], "unknown key", hint)
+            if not isinstance(key, str) or key in KNOWN_KEYS:
+                continue
+            value = self.data[name][key]
+            if key in RETIRED_KEYS:
+                self.add(name, key, value, "unknown key", RETIRED_KEYS[key])
+            elif key.startswith(OUR_PREFIXES):
+                close = _close(key, KNOWN_KEYS) or sorted(k for k in KNOWN_KEYS
+                                                         if k.startswith(key[:5]))
+                hint = f"did you mean one of {close}?" if close else "remove it"
+                self.add(name, key, value, "unknown key", hint)
+            elif _close(key, KNOWN_KEYS):  # e.g. "replication_adress": a silent default
+                self.add(name, key, value, "unknown key",
+                         f"did you mean one of {_close(key, KNOWN_KEYS)}?")
 
     def identity(self, c: HostConfig):
-        if c.engine not in ENGINES:
+        if self.ok(c, "engine") and c.engine not in ENGINES:
             self.add(c.name, "engine", c.engine, "unknown engine", f"use one of {list(ENGINES)}")
-        if c.role not in ROLES:
+        if self.ok(c, "role") and c.role not in ROLES:
             self.add(c.name, "role", c.role, "unknown role", f"use one of {list(ROLES)}")
-        if c.workload not in WORKLOADS:
+        if self.ok(c, "workload") and c.workload not in WORKLOADS:
             self.add(c.name, "workload", c.workload, "unknown workload",
                      f"use one of {list(WORKLOADS)}")
-        if c.engine == "mariadb" and not (_is_int(c.server_id) and 1 <= c.server_id < 2**32):
+        if not self.ok(c, "engine", "server_id"):
+            pass
+        elif c.engine == "mariadb" and not (_is_int(c.server_id) and 1 <= c.server_id < 2**32):
             self.add(c.name, "server_id", c.server_id, "MariaDB needs a unique server_id",
                      "set an integer 1..4294967295, unique within the replication group")
-        if c.replication_address is not None:
+        elif c.engine == "postgresql" and c.server_id is not None:
+            self.add(c.name, "server_id", c.server_id,
+                     "PostgreSQL has no server_id (it would be ignored)", "remove it")
+        if self.ok(c, "replication_address") and c.replication_address is not None:
             try:
-                ipaddress.ip_address(c.replication_address)
+                address = ipaddress.ip_address(c.replication_address)
             except ValueError:
                 self.add(c.name, "replication_address", c.replication_address,
                          "not an IP address", "set the host's address on the replication network")
+            else:
+                if address.is_unspecified or address.is_loopback or address.is_multicast:
+                    self.add(c.name, "replication_address", c.replication_address,
+                             "other hosts cannot reach this host at that address",
+                             "set the host's own address on the replication network")
         hw = c.hardware
-        if hw is not None and not (isinstance(hw, Mapping) and _is_int(hw.get("ram_bytes"))
-                                   and _is_int(hw.get("cpus")) and hw["ram_bytes"] >= 2 * 1024**3
-                                   and hw["cpus"] >= 1):
-            self.add(c.name, "hardware", hw, "needs ram_bytes (>= 2 GiB) and cpus (>= 1) as integers",
+        if self.ok(c, "hardware") and hw is not None and not (
+                hw["ram_bytes"] >= 2 * 1024**3 and hw["cpus"] >= 1):
+            self.add(c.name, "hardware", hw, "needs ram_bytes >= 2 GiB and cpus >= 1",
                      'e.g. {"ram_bytes": 4 * 1024**3, "cpus": 2}')
-        if c.max_connections is not None and not (_is_int(c.max_connections)
-                                                  and 1 <= c.max_connections <= 100000):
+        if self.ok(c, "max_connections") and c.max_connections is not None and not (
+                1 <= c.max_connections <= 100000):
             self.add(c.name, "max_connections", c.max_connections, "out of range",
                      "an integer 1..100000, or None for the sized default")
         for net in c.client_networks:
@@ -167,6 +564,8 @@ class _Checker:
                          "list IPv4 networks, or single IPv6 addresses (/128)")
 
     def drives(self, c: HostConfig):
+        if not self.ok(c, "drives", "drive_pattern", "drive_count"):
+            return
         if c.drives and c.drive_pattern:
             self.add(c.name, "drives", c.drives, "both drives and drive_pattern are set",
                      "keep one of them")
@@ -186,14 +585,17 @@ class _Checker:
             for d in dupes:
                 self.add(c.name, "drives", d, "listed more than once", "list each drive once")
         else:
-            if "/" in str(c.drive_pattern):
+            if "/" in c.drive_pattern or not c.drive_pattern.strip() or re.search(
+                    r"\s", c.drive_pattern):
                 self.add(c.name, "drive_pattern", c.drive_pattern,
-                         "must be a glob of names under /dev/disk/by-id, without a path",
+                         "must be a glob of names under /dev/disk/by-id, without a path or spaces",
                          'e.g. "nvme-INTEL_SSDPE2KE064T8_*"')
             if not (_is_int(c.drive_count) and c.drive_count >= 2):
                 self.add(c.name, "drive_count", c.drive_count,
                          "drive_pattern needs the number of drives it must match",
                          "set drive_count, e.g. 24")
+        if not self.ok(c, "wipe_drives"):
+            return
         for d in c.wipe_drives:
             in_list = d in c.drives if c.drives else (
                 str(d).startswith(BY_ID) and fnmatch.fnmatch(str(d)[len(BY_ID):], c.drive_pattern))
@@ -203,25 +605,29 @@ class _Checker:
 
     def pool(self, c: HostConfig):
         p = c.pool
-        if not re.match(r"^[A-Za-z][A-Za-z0-9_.:-]*$", str(p.name)) or p.name in (
-                "mirror", "raidz", "spare", "log", "cache", "draid", "special"):
-            self.add(c.name, "zpool_name", p.name, "not a valid pool name",
-                     "start with a letter; letters, digits, _ . : - only; not a vdev keyword")
-        if not (_is_int(p.mirror_width) and 2 <= p.mirror_width <= 4):
-            self.add(c.name, "zpool_mirror_width", p.mirror_width, "must be 2, 3 or 4",
-                     "use 2 for two-way mirrors")
-            return
-        if not (_is_int(p.spares) and p.spares >= 0):
-            self.add(c.name, "zpool_spares", p.spares, "must be a count >= 0", "e.g. 0 or 2")
-            return
-        if not (_is_int(p.ashift) and 9 <= p.ashift <= 16):
+        if self.ok(c, "zpool_name"):
+            self.pool_name(c, p.name)
+        if self.ok(c, "zpool_ashift") and not 9 <= p.ashift <= 16:
             self.add(c.name, "zpool_ashift", p.ashift, "out of range 9..16",
                      "12 for 4 KiB sectors, 13 for 8 KiB flash pages")
         for key, value in (("zpool_autoreplace", p.autoreplace), ("zpool_autotrim", p.autotrim)):
-            if value not in ON_OFF:
+            if self.ok(c, key) and value not in ON_OFF:
                 self.add(c.name, key, value, "must be on or off", 'use "on" or "off"')
+        t = c.capacity_threshold
+        if self.ok(c, "zfs_capacity_threshold") and not 10 <= t <= 90:
+            self.add(c.name, "zfs_capacity_threshold", t, "out of range 10..90 (percent)",
+                     "80 keeps ZFS's allocator and the flash fast [Heap]")
+        if not self.ok(c, "zpool_mirror_width", "zpool_spares"):
+            return
+        if not 2 <= p.mirror_width <= 4:
+            self.add(c.name, "zpool_mirror_width", p.mirror_width, "must be 2, 3 or 4",
+                     "use 2 for two-way mirrors")
+            return
+        if p.spares < 0:
+            self.add(c.name, "zpool_spares", p.spares, "must be a count >= 0", "e.g. 0 or 2")
+            return
         count = c.expected_drive_count
-        if count:
+        if count and self.ok(c, "drives", "drive_count"):
             in_mirrors = count - p.spares
             if in_mirrors < p.mirror_width:
                 self.add(c.name, "zpool_spares", p.spares,
@@ -233,88 +639,194 @@ class _Checker:
                          f"{count} drives minus {p.spares} spare(s) leaves {in_mirrors}, not a "
                          f"multiple of the mirror width {p.mirror_width}",
                          "change the drive count, zpool_spares or zpool_mirror_width")
-        t = c.capacity_threshold
-        if not (_is_int(t) and 10 <= t <= 90):
-            self.add(c.name, "zfs_capacity_threshold", t, "out of range 10..90 (percent)",
-                     "80 keeps ZFS's allocator and the flash fast [Heap]")
+
+    def pool_name(self, c: HostConfig, name: str):
+        fix = 'e.g. "dbpool" or "db01"'
+        if not POOL_NAME_RE.match(name):
+            self.add(c.name, "zpool_name", name, "not a valid pool name: it must start with a "
+                     "letter and hold only letters, digits, _ . : - (no spaces)", fix)
+        elif name.lower().startswith(POOL_RESERVED_PREFIXES) or re.match(r"^c[0-9]", name):
+            self.add(c.name, "zpool_name", name,
+                     "zpool refuses names beginning with mirror, raidz, draid or spare, and names "
+                     "beginning with log, cache, special, dedup or c[0-9] read as vdevs",
+                     f"pick another name, {fix}")
+        elif len(name) > 200:
+            self.add(c.name, "zpool_name", name, "too long (ZFS allows 239 characters, dataset "
+                     "names under it 255 in all)", fix)
 
     def datasets(self, c: HostConfig):
-        if c.engine not in ENGINES:
+        if c.engine not in ENGINES or not self.ok(c, "engine", "zfs_datasets",
+                                                   "zfs_dataset_roles", "zfs_dataset_properties"):
             return
-        declared = self.data[c.name].get("zfs_datasets") or {}
-        if not isinstance(declared.get(c.engine), Mapping) or len(declared[c.engine]) < 3:
-            self.add(c.name, "zfs_datasets", declared.get(c.engine) if isinstance(declared, Mapping) else declared,
-                     f"needs a parent and two child datasets for {c.engine}",
+        data = self.data[c.name]
+        declared = data.get("zfs_datasets", {}).get(c.engine)
+        if not declared:
+            self.add(c.name, f"zfs_datasets[{c.engine!r}]", declared,
+                     f"no datasets declared for {c.engine}",
                      "keep the default from group_data/all.py")
             return
-        overrides = self.data[c.name].get("zfs_dataset_properties") or {}
+        roles = data.get("zfs_dataset_roles", {}).get(c.engine)
+        if roles is None:
+            self.add(c.name, f"zfs_dataset_roles[{c.engine!r}]", None,
+                     f"does not say which dataset is the parent, the data and the log for "
+                     f"{c.engine}", "keep the default from group_data/all.py")
+            return
+        named_ok = True
+        for role in DATASET_ROLES:
+            if roles[role] not in declared:
+                self.add(c.name, f"zfs_dataset_roles[{c.engine!r}][{role!r}]", roles[role],
+                         f"no such dataset in zfs_datasets[{c.engine!r}]",
+                         f"use one of {list(declared)}")
+                named_ok = False
+        if not named_ok:
+            return
+        self.named.add(c.name)
+        parent = roles["parent"]
+        for role in ("data", "log"):
+            if roles[role] == parent or not roles[role].startswith(parent + "/"):
+                self.add(c.name, f"zfs_dataset_roles[{c.engine!r}][{role!r}]", roles[role],
+                         f"the {role} dataset must be a child of the parent {parent}",
+                         f"name a dataset {parent}/...")
+        if roles["data"] == roles["log"]:
+            self.add(c.name, f"zfs_dataset_roles[{c.engine!r}]['log']", roles["log"],
+                     "the same dataset as the data", "give the log its own dataset")
+        overrides = data.get("zfs_dataset_properties", {})
         for ds in overrides:
-            if ds not in declared[c.engine]:
+            if ds not in declared:
                 self.add(c.name, "zfs_dataset_properties", ds, f"no such dataset for {c.engine}",
-                         f"use one of {list(declared[c.engine])}")
-        if not COMPRESSION_RE.match(str(c.compression)):
+                         f"use one of {list(declared)}")
+        if self.ok(c, "zfs_compression") and not COMPRESSION_RE.match(c.compression):
             self.add(c.name, "zfs_compression", c.compression, "unknown compression",
                      "lz4, zstd, zstd-1..19, zstd-fast-N, gzip-1..9, zle or off")
-        parent = next(iter(c.datasets))
+        mounts = defaultdict(list)
         for ds, props in c.datasets.items():
             key = f"zfs_datasets[{c.engine!r}][{ds!r}]"
-            if ds != parent and not ds.startswith(parent + "/"):
+            if not DATASET_NAME_RE.match(ds):
+                self.add(c.name, key, ds, "not a valid dataset name",
+                         "letters, digits, _ . : - in /-separated parts, relative to the pool")
+            elif ds != parent and not ds.startswith(parent + "/"):
                 self.add(c.name, key, ds, f"is not under the parent dataset {parent}",
                          f"name it {parent}/...")
+            elif self.ok(c, "zpool_name") and len(c.dataset_name(ds)) > 255:
+                self.add(c.name, key, c.dataset_name(ds), "longer than ZFS's 255 characters",
+                         "use shorter names")
             for prop, value in props.items():
+                if ds == parent and prop == "compression" and "compression" not in overrides.get(
+                        ds, {}):
+                    continue  # zfs_compression, checked above
                 self.dataset_property(c, key, prop, value)
             mp = props.get("mountpoint")
-            if not (isinstance(mp, str) and mp.startswith("/")):
-                self.add(c.name, f"{key}['mountpoint']", mp, "needs an absolute mountpoint",
-                         "e.g. /datastore/mysql")
+            if not (isinstance(mp, str) and MOUNTPOINT_RE.match(mp)
+                    and not set(mp.split("/")) & {".", ".."}):
+                self.add(c.name, f"{key}['mountpoint']", mp,
+                         "needs an absolute mountpoint without spaces, '.' or '..' parts or a "
+                         "trailing slash", "e.g. /datastore/mysql")
+            else:
+                mounts[mp].append(ds)
+        for mp, names in mounts.items():
+            for ds in names[1:]:
+                self.add(c.name, f"zfs_datasets[{c.engine!r}][{ds!r}]['mountpoint']", mp,
+                         f"also the mountpoint of {names[0]}", "give every dataset its own")
 
     def dataset_property(self, c, key, prop, value):
         where = f"{key}[{prop!r}]"
         if prop not in DATASET_PROPERTIES:
             self.add(c.name, where, value, "unknown or unsupported ZFS property",
                      f"use one of {sorted(DATASET_PROPERTIES)}")
+        elif prop in SIZE_PROPERTIES and not (
+                _size_ok(value) or (prop in NONE_SIZE_PROPERTIES and value == "none")):
+            self.add(c.name, where, value, "not a size zfs takes",
+                     'digits and a unit, without a space: "16k", "16K", "1M", "100G"'
+                     + (' or "none"' if prop in NONE_SIZE_PROPERTIES else ""))
         elif prop == "recordsize":
-            try:
-                size = parse_size(value)
-            except ValueError:
-                size = 0
+            size = parse_size(value)
             if not (512 <= size <= 16 * 1024**2 and size & (size - 1) == 0):
                 self.add(c.name, where, value, "recordsize must be a power of two in 512..16M",
                          '16k for InnoDB data, 32k-128k for PostgreSQL')
+        elif prop == "special_small_blocks":
+            size = parse_size(value)
+            if size and not (512 <= size <= 16 * 1024**2 and size & (size - 1) == 0):
+                self.add(c.name, where, value,
+                         "special_small_blocks must be 0 or a power of two in 512..16M",
+                         "0 without a special vdev")
+        elif prop == "mountpoint":
+            pass  # checked with the dataset
         elif prop == "compression" and not COMPRESSION_RE.match(str(value)):
             self.add(c.name, where, value, "unknown compression", "lz4 or zstd[-N]")
         elif prop in CHOICES and str(value) not in CHOICES[prop]:
             self.add(c.name, where, value, f"invalid value for {prop}",
                      f"use one of {list(CHOICES[prop])}")
 
+    def module_params(self, c: HostConfig):
+        if not self.ok(c, "zfs_module_params"):
+            return
+        known = zfs_module_params.UNSIGNED | zfs_module_params.SIGNED
+        for param, value in c.module_params.items():
+            where = f"zfs_module_params[{param!r}]"
+            if param in zfs_module_params.TEXT:
+                self.add(c.name, where, value, "a string parameter of the zfs module; only "
+                         "numeric ones are set here", "remove it")
+            elif param not in known:
+                close = _close(param, known)
+                self.add(c.name, where, value, "not a parameter of the zfs module (zfs(4), "
+                         "OpenZFS 2.3)", f"did you mean one of {close}?" if close else
+                         "see man 4 zfs for the names")
+            else:
+                low, high = zfs_module_params.integer_range(param)
+                if not low <= value <= high:
+                    self.add(c.name, where, value, f"out of the parameter's range {low}..{high}",
+                             "see man 4 zfs for its unit and meaning")
+
     def database(self, c: HostConfig):
-        if c.engine == "postgresql" and c.datasets:
+        if c.engine == "postgresql" and c.name in self.named and self.ok(c, "db_settings"):
             fpw = str(c.db_settings.get("full_page_writes", "")).lower()
-            if fpw in ("off", "false", "0") and c.recordsize(c.data_dataset) < 8192:
+            size = self.recordsize_or_none(c, c.data_dataset)
+            if fpw in ("off", "false", "0") and size is not None and size < 8192:
                 self.add(c.name, "db_settings['full_page_writes']", "off",
-                         f"unsafe with recordsize {c.recordsize(c.data_dataset)} < 8k on "
+                         f"unsafe with recordsize {size} < 8k on "
                          f"{c.data_dataset}: a page could be torn across records",
                          "set the data dataset's recordsize to >= 8k or drop the override")
-        for i, db in enumerate(c.databases):
-            if not (isinstance(db, Mapping) and NAME_RE.match(str(db.get("name", "")))):
-                self.add(c.name, f"databases[{i}]", db, "needs a valid name",
-                         'e.g. {"name": "app"}')
-        declared = {db.get("name") for db in c.databases if isinstance(db, Mapping)}
+        users_ok = self.ok(c, "db_users")
+        user_names = {u["name"] for u in c.db_users} if users_ok else set()
+        if self.ok(c, "databases"):
+            seen = set()
+            for i, db in enumerate(c.databases):
+                if not NAME_RE.match(db["name"]):
+                    self.add(c.name, f"databases[{i}].name", db["name"], "not a valid name",
+                             "a letter or _, then letters, digits, _ (at most 64), e.g. \"app\"")
+                elif db["name"] in seen:
+                    self.add(c.name, f"databases[{i}].name", db["name"], "declared twice",
+                             "declare each database once")
+                seen.add(db["name"])
+                owner = db.get("owner")
+                if users_ok and owner is not None and owner not in user_names:
+                    self.add(c.name, f"databases[{i}].owner", owner, "no such user in db_users",
+                             f"declare the user, or use one of {sorted(user_names)}")
+        declared = {db["name"] for db in c.databases}
+        if not users_ok:
+            return
+        seen = set()
         for i, user in enumerate(c.db_users):
-            if not (isinstance(user, Mapping) and NAME_RE.match(str(user.get("name", "")))):
-                self.add(c.name, f"db_users[{i}]", user, "needs a valid name",
-                         'e.g. {"name": "app", "password_secret": "app_password"}')
+            if not NAME_RE.match(user["name"]):
+                self.add(c.name, f"db_users[{i}].name", user["name"], "not a valid name",
+                         "a letter or _, then letters, digits, _ (at most 64), e.g. \"app\"")
                 continue
+            if user["name"] in seen:
+                self.add(c.name, f"db_users[{i}].name", user["name"], "declared twice",
+                         "declare each user once")
+            seen.add(user["name"])
             allowed = USER_KEYS[c.engine] if c.engine in USER_KEYS else set(user)
             for key in sorted(set(user) - allowed):
                 self.add(c.name, f"db_users[{i}].{key}", user[key],
                          f"not a {c.engine} user setting (would be ignored)",
                          f"use only {', '.join(sorted(allowed))}")
             target = user.get("database") or (user["name"] if c.engine == "postgresql" else None)
-            if target and target not in declared:
+            if target and target not in declared and self.ok(c, "databases"):
                 self.add(c.name, f"db_users[{i}].database", target,
                          f"user {user['name']} connects to database {target!r}, which is not in "
                          "databases", f'declare it: databases = [{{"name": "{target}"}}]')
+            if c.engine == "mariadb" and user.get("privileges"):
+                self.privileges(c, i, user["privileges"])
             secret = user.get("password_secret")
             if not secret:
                 self.add(c.name, f"db_users[{i}].password_secret", secret,
@@ -325,6 +837,25 @@ class _Checker:
                          f"secret {secret!r} for user {user['name']} is missing "
                          f"(looked in: {self.secrets.source})",
                          f"export {secrets_mod.env_name(secret)} or add it to the secrets file")
+
+    def privileges(self, c: HostConfig, i: int, privileges):
+        from roles.operations.mariadb import DATABASE_ALL
+
+        names = privileges.split(",") if isinstance(privileges, str) else privileges
+        for name in names:
+            normal = " ".join(name.upper().split())
+            if normal not in DATABASE_ALL | {"ALL", "ALL PRIVILEGES"}:
+                close = _close(normal, DATABASE_ALL)
+                self.add(c.name, f"db_users[{i}].privileges", privileges,
+                         f"{name.strip()!r} is not a database-level privilege",
+                         f"did you mean one of {close}?" if close else
+                         f"use ALL or some of {', '.join(sorted(DATABASE_ALL))}")
+
+    def recordsize_or_none(self, c: HostConfig, ds: str) -> int | None:
+        try:
+            return c.recordsize(ds)
+        except (ValueError, KeyError):
+            return None  # reported with the dataset
 
     # --- across hosts ------------------------------------------------------------------------
 

@@ -94,7 +94,7 @@ def datasets(cfg: HostConfig):
     for relative, props in cfg.datasets.items():
         zfs_ops.dataset(name=f"Dataset {cfg.dataset_name(relative)}",
                         dataset_name=cfg.dataset_name(relative), properties=props)
-    for relative in list(cfg.datasets)[1:]:
+    for relative in cfg.child_datasets:
         files.directory(name=f"Owner of {cfg.mountpoint(relative)}", path=cfg.mountpoint(relative),
                         user=account["user"], group=account["user"], mode=account["mode"])
 

@@ -99,7 +99,8 @@ CASES = {
              db_settings={"full_page_writes": "off"}),
         ("pg1", "db_settings['full_page_writes']")),
     "misspelt key": (set_("db1", zpool_spare=2), ("db1", "zpool_spare")),
-    "bad hardware": (set_("db1", hardware={"ram_bytes": "4G", "cpus": 2}), ("db1", "hardware")),
+    "bad hardware": (set_("db1", hardware={"ram_bytes": "4G", "cpus": 2}),
+                     ("db1", "hardware['ram_bytes']")),
     "user without password secret": (
         set_("db1", db_users=[{"name": "app"}]), ("db1", "db_users[0].password_secret")),
     "user secret missing": (
