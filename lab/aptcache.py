@@ -13,6 +13,7 @@ import subprocess
 import time
 
 from .definition import CACHE
+from .vm import Log
 
 ACNG = CACHE / "acng"
 CONF = ACNG / "conf"
@@ -26,7 +27,7 @@ REMAP_SECDEB = (
 )
 
 
-def _config(port):
+def _config(port: int) -> str:
     return f"""# Written by lab/aptcache.py: the lab's own apt-cacher-ng.
 CacheDir: {ACNG}/cache
 LogDir: {ACNG}/log
@@ -46,7 +47,7 @@ ForceManaged: 1
 """
 
 
-def answers(port, timeout=1.0):
+def answers(port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout):
             return True
@@ -54,7 +55,7 @@ def answers(port, timeout=1.0):
         return False
 
 
-def ensure(port=3142, log=print):
+def ensure(port: int = 3142, log: Log = print) -> None:
     """Start the daemon on 127.0.0.1:port unless something already answers there."""
     if answers(port):
         return
@@ -81,7 +82,7 @@ def ensure(port=3142, log=print):
     raise RuntimeError(f"apt-cacher-ng did not answer on 127.0.0.1:{port} (see {ACNG}/log)")
 
 
-def pid():
+def pid() -> int | None:
     try:
         p = int(PIDFILE.read_text().strip())
         os.kill(p, 0)
@@ -90,7 +91,7 @@ def pid():
         return None
 
 
-def stop():
+def stop() -> None:
     """Stop the daemon this module started (by its pidfile); no-op otherwise."""
     p = pid()
     if p:

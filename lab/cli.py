@@ -28,7 +28,7 @@ USAGE = """python -m lab COMMAND
 """
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m lab", usage=USAGE, add_help=True)
     p.add_argument("command")
     p.add_argument("args", nargs=argparse.REMAINDER)
@@ -53,7 +53,7 @@ def main(argv=None):
     a.args = rest if a.command != "ssh" else a.args
     t0 = time.monotonic()
 
-    def log(msg):
+    def log(msg: str) -> None:
         print(msg, flush=True)
 
     try:

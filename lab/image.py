@@ -16,17 +16,20 @@ the kernel command line at boot (lab/guest/dbzfs-lab-boot).
 """
 
 import fcntl
+import ast
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from . import aptcache
-from .definition import CACHE
+from .definition import CACHE, Lab
+from .vm import Log
 
 IMAGES = CACHE / "images"
 GUEST_FILES = Path(__file__).resolve().parent / "guest"
@@ -41,7 +44,7 @@ class ImageBuildError(RuntimeError):
 VARIANTS = ("zfs", "bare")
 
 
-def key(lab, variant="zfs"):
+def key(lab: Lab, variant: str = "zfs") -> str:
     """Hash of everything that goes into the image."""
     if variant not in VARIANTS:
         raise ValueError(f"image variant {variant!r}: one of {VARIANTS}")
@@ -53,33 +56,34 @@ def key(lab, variant="zfs"):
             {k: lab.network.get(k) for k in ("apt_cache_port", "apt_cache_guest_address")}, sort_keys=True
         ).encode()
     )
-    h.update(Path(__file__).read_bytes())
+    # The builder's code as Python sees it: comments and formatting do not rebuild the image.
+    h.update(ast.dump(ast.parse(Path(__file__).read_text())).encode())
     for f in sorted(GUEST_FILES.iterdir()):
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
 
 
-def path(lab, variant="zfs"):
+def path(lab: Lab, variant: str = "zfs") -> Path:
     return IMAGES / key(lab, variant)
 
 
-def is_built(lab, variant="zfs"):
+def is_built(lab: Lab, variant: str = "zfs") -> bool:
     return (path(lab, variant) / "manifest.json").exists()
 
 
-def manifest(lab, variant="zfs"):
+def manifest(lab: Lab, variant: str = "zfs") -> dict:
     return json.loads((path(lab, variant) / "manifest.json").read_text())
 
 
 @contextmanager
-def _lock():
+def _lock() -> Iterator[None]:
     IMAGES.mkdir(parents=True, exist_ok=True)
     with open(IMAGES / ".lock", "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         yield
 
 
-def ensure(lab, variant="zfs", log=print):
+def ensure(lab: Lab, variant: str = "zfs", log: Log = print) -> Path:
     """Return the image directory, building it first if needed."""
     target = path(lab, variant)
     if is_built(lab, variant):
@@ -98,14 +102,14 @@ def ensure(lab, variant="zfs", log=print):
     return target
 
 
-def _mounts_under(root):
+def _mounts_under(root: Path) -> list[str]:
     prefix = str(root).rstrip("/") + "/"
     with open("/proc/self/mountinfo") as f:
         points = [line.split()[4].replace("\\040", " ") for line in f]
     return [p for p in points if p.startswith(prefix)]
 
 
-def _unmount_all(root):
+def _unmount_all(root: Path) -> None:
     for p in sorted(_mounts_under(root), key=len, reverse=True):
         subprocess.run(["umount", "-l", p], check=False)
     left = _mounts_under(root)
@@ -113,19 +117,19 @@ def _unmount_all(root):
         raise ImageBuildError(f"could not unmount {left}; not deleting {root}")
 
 
-def _remove_tree(root):
+def _remove_tree(root: Path) -> None:
     if not root.exists():
         return
     _unmount_all(root)  # never rmtree through a bind mount of /dev, /sys or /proc
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _remove_leftovers():
+def _remove_leftovers() -> None:
     for d in IMAGES.glob(".build-*"):
         _remove_tree(d)
 
 
-def _build(lab, variant, tmp, log):
+def _build(lab: Lab, variant: str, tmp: Path, log: Log) -> None:
     spec = dict(lab.image)
     bare = variant == "bare"
     if bare:
@@ -147,10 +151,10 @@ def _build(lab, variant, tmp, log):
     }
     env.pop("https_proxy", None)
 
-    def step(what):
+    def step(what: str) -> None:
         log(f"==> image: {what} ({time.monotonic() - started:.0f} s)")
 
-    def run(*cmd, **kw):
+    def run(*cmd: str, **kw) -> None:
         with open(build_log, "a") as out:
             out.write(f"\n$ {' '.join(cmd)}\n")
             out.flush()
@@ -164,10 +168,10 @@ def _build(lab, variant, tmp, log):
                 f"of {build_log}:\n" + "\n".join(tail)
             )
 
-    def chroot(*cmd):
+    def chroot(*cmd: str) -> None:
         run("chroot", str(root), *cmd)
 
-    def write(rel, text, mode=0o644):
+    def write(rel: str, text: str, mode: int = 0o644) -> None:
         p = root / rel.lstrip("/")
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)

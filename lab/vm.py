@@ -25,15 +25,19 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from .definition import REPO, SSH_CONFIG, SSH_KEY, STATE
+from .definition import REPO, SSH_CONFIG, SSH_KEY, STATE, VM, Lab
 
 QEMU = "qemu-system-x86_64"
 NET = STATE / "net"
 SWITCH = NET / "switch"
 SWITCH_PID = NET / "vde_switch.pid"
 ACCEL_FILE = STATE / "accel"
+# Where progress goes: print, or a test's collector.
+Log = Callable[[str], None]
+
 SSH_TIMEOUT = int(os.environ.get("DBZFS_LAB_SSH_TIMEOUT", "600"))  # s; TCG boots take ~40-90 s
 
 
@@ -41,7 +45,7 @@ class LabError(RuntimeError):
     pass
 
 
-def rel(p):
+def rel(p: str | Path) -> str:
     """A path for messages: relative to the repo when inside it."""
     try:
         return str(Path(p).relative_to(REPO))
@@ -49,7 +53,7 @@ def rel(p):
         return str(p)
 
 
-def console_tail(vm, lines=25):
+def console_tail(vm: VM, lines: int = 25) -> str:
     try:
         text = vm.console_log.read_text(errors="replace")
     except OSError:
@@ -59,7 +63,7 @@ def console_tail(vm, lines=25):
     return "\n".join("    | " + line for line in tail) or "(console log is empty)"
 
 
-def vm_error(vm, what):
+def vm_error(vm: VM, what: str) -> LabError:
     qlog = vm.state_dir / "qemu.log"
     extra = ""
     if qlog.exists() and qlog.read_text(errors="replace").strip():
@@ -75,7 +79,7 @@ def vm_error(vm, what):
 # --- processes ------------------------------------------------------------------------------------
 
 
-def _cmdline(pid):
+def _cmdline(pid: int | str) -> list[bytes]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return f.read().split(b"\0")
@@ -83,7 +87,7 @@ def _cmdline(pid):
         return []
 
 
-def _alive(pid, must_contain):
+def _alive(pid: int, must_contain: str) -> bool:
     args = _cmdline(pid)
     if not args:
         return False
@@ -96,7 +100,7 @@ def _alive(pid, must_contain):
     return must_contain.encode() in b" ".join(args)
 
 
-def _read_pid(pidfile, must_contain):
+def _read_pid(pidfile: str | Path, must_contain: str) -> int | None:
     try:
         pid = int(Path(pidfile).read_text().strip())
     except (OSError, ValueError):
@@ -104,12 +108,12 @@ def _read_pid(pidfile, must_contain):
     return pid if _alive(pid, must_contain) else None
 
 
-def pid(vm):
+def pid(vm: VM) -> int | None:
     """The pid of this VM's qemu, or None."""
     return _read_pid(vm.state_dir / "qemu.pid", str(vm.state_dir) + "/")
 
 
-def stray_qemus():
+def stray_qemus() -> list[int]:
     """Pids of any qemu whose command line points into this checkout's .lab/ (pidfile or not)."""
     marker = (str(STATE) + "/").encode()
     found = []
@@ -121,7 +125,7 @@ def stray_qemus():
     return found
 
 
-def _wait_gone(pids, timeout):
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pids = [p for p in pids if _cmdline(p)]
@@ -131,7 +135,7 @@ def _wait_gone(pids, timeout):
     return [p for p in pids if _cmdline(p)]
 
 
-def _kill(pids, log, what):
+def _kill(pids: list[int], log: Log, what: str) -> None:
     for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
         for p in pids:
             try:
@@ -147,7 +151,7 @@ def _kill(pids, log, what):
 # --- ssh ------------------------------------------------------------------------------------------
 
 
-def ensure_key():
+def ensure_key() -> Path:
     if not SSH_KEY.exists():
         STATE.mkdir(parents=True, exist_ok=True)
         subprocess.run(
@@ -156,7 +160,7 @@ def ensure_key():
     return SSH_KEY
 
 
-def write_ssh_config(lab):
+def write_ssh_config(lab: Lab) -> Path:
     STATE.mkdir(parents=True, exist_ok=True)
     blocks = ["# Written by `python -m lab` from lab/lab.yaml: the lab's VMs on host loopback.\n"]
     for vm in lab.all_vms.values():
@@ -171,7 +175,7 @@ def write_ssh_config(lab):
     return SSH_CONFIG
 
 
-def ssh_argv(vm, command=(), connect_timeout=10):
+def ssh_argv(vm: VM, command: Sequence[str] = (), connect_timeout: int = 10) -> list[str]:
     return [
         "ssh",
         "-F",
@@ -185,7 +189,7 @@ def ssh_argv(vm, command=(), connect_timeout=10):
     ]
 
 
-def run(vm, command, timeout=600):
+def run(vm: VM, command: str | Sequence[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run a shell command on the VM: CompletedProcess with returncode, stdout, stderr (text)."""
     if not isinstance(command, str):
         command = " ".join(command)
@@ -194,7 +198,7 @@ def run(vm, command, timeout=600):
     )
 
 
-def ssh_answers(vm):
+def ssh_answers(vm: VM) -> bool:
     try:
         r = subprocess.run(
             ssh_argv(vm, ["true"], connect_timeout=5),
@@ -207,7 +211,7 @@ def ssh_answers(vm):
     return r.returncode == 0
 
 
-def port_open(port):
+def port_open(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1):
             return True
@@ -218,11 +222,11 @@ def port_open(port):
 # --- the private network --------------------------------------------------------------------------
 
 
-def switch_pid():
+def switch_pid() -> int | None:
     return _read_pid(SWITCH_PID, str(SWITCH))
 
 
-def ensure_switch():
+def ensure_switch() -> None:
     if switch_pid():
         return
     NET.mkdir(parents=True, exist_ok=True)
@@ -243,7 +247,7 @@ def ensure_switch():
     raise LabError(f"vde_switch did not start ({SWITCH})")
 
 
-def stop_switch():
+def stop_switch() -> None:
     p = switch_pid()
     if p:
         _kill([p], print, "vde_switch")
@@ -254,7 +258,7 @@ def stop_switch():
 # --- acceleration ---------------------------------------------------------------------------------
 
 
-def accel(image_dir, log=print):
+def accel(image_dir: Path, log: Log = print) -> str:
     """'tcg' unless KVM is proven to boot a Debian kernel here (probed once, cached in .lab/accel).
 
     DBZFS_LAB_ACCEL=tcg|kvm forces a choice. The probe boots the image's kernel under KVM for at
@@ -316,16 +320,16 @@ def accel(image_dir, log=print):
 # --- one VM ---------------------------------------------------------------------------------------
 
 
-def mac(vm, nic):
+def mac(vm: VM, nic: int) -> str:
     a = [int(x) for x in vm.private_address.split(".")]
     return f"52:54:{nic:02x}:{a[1]:02x}:{a[2]:02x}:{a[3]:02x}"
 
 
-def drive_path(vm, i):
+def drive_path(vm: VM, i: int) -> Path:
     return vm.state_dir / "drives" / f"nvme{i:02d}.raw"
 
 
-def create_drives(vm):
+def create_drives(vm: VM) -> None:
     (vm.state_dir / "drives").mkdir(parents=True, exist_ok=True)
     for i in range(vm.drive_count):
         p = drive_path(vm, i)
@@ -334,7 +338,7 @@ def create_drives(vm):
                 f.truncate(vm.drive_size)
 
 
-def reset_drives(vm, log=print):
+def reset_drives(vm: VM, log: Log = print) -> None:
     if pid(vm):
         stop([vm], log=log)
     shutil.rmtree(vm.state_dir / "drives", ignore_errors=True)
@@ -342,7 +346,7 @@ def reset_drives(vm, log=print):
     log(f"==> {vm.name}: {vm.drive_count} empty drives of {vm.drive_size // 2**20} MiB")
 
 
-def prepare(vm, image_dir, log=print):
+def prepare(vm: VM, image_dir: Path, log: Log = print) -> None:
     """Overlay (recreated when the base image changed) and drives."""
     vm.state_dir.mkdir(parents=True, exist_ok=True)
     overlay = vm.state_dir / "overlay.qcow2"
@@ -359,7 +363,7 @@ def prepare(vm, image_dir, log=print):
     create_drives(vm)
 
 
-def qemu_argv(vm, image_dir, accel_name, apt_port, apt_guest_address):
+def qemu_argv(vm: VM, image_dir: Path, accel_name: str, apt_port: int, apt_guest_address: str) -> list[str]:
     d = vm.state_dir
     key = base64.b64encode((SSH_KEY.with_suffix(".pub")).read_bytes().strip()).decode()
     append = (
@@ -390,7 +394,10 @@ def qemu_argv(vm, image_dir, accel_name, apt_port, apt_guest_address):
         "-append",
         append,
         "-drive",
-        f"file={d / 'overlay.qcow2'},if=virtio,format=qcow2,discard=unmap",
+        # cache=unsafe: the guest's flushes stop at the host's page cache (a throwaway root disk;
+        # dpkg and the servers' initialisation fsync a lot, which costs the host's disk otherwise).
+        # Killing qemu still keeps every write the guest made; only a host crash would lose them.
+        f"file={d / 'overlay.qcow2'},if=virtio,format=qcow2,cache=unsafe,discard=unmap",
         "-netdev",
         f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{vm.ssh_port}-:22,"
         f"guestfwd=tcp:{apt_guest_address}:{apt_port}-cmd:socat - TCP:127.0.0.1:{apt_port}",
@@ -420,7 +427,7 @@ def qemu_argv(vm, image_dir, accel_name, apt_port, apt_guest_address):
     return argv
 
 
-def start(vm, image_dir, accel_name, apt_port, apt_guest_address):
+def start(vm: VM, image_dir: Path, accel_name: str, apt_port: int, apt_guest_address: str) -> None:
     if vm.console_log.exists():
         os.replace(vm.console_log, vm.console_log.with_suffix(".log.1"))
     argv = qemu_argv(vm, image_dir, accel_name, apt_port, apt_guest_address)
@@ -431,7 +438,7 @@ def start(vm, image_dir, accel_name, apt_port, apt_guest_address):
         raise vm_error(vm, f"qemu did not start (rc {r.returncode})")
 
 
-def _monitor(vm, command):
+def _monitor(vm: VM, command: str) -> bool:
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(3)
@@ -443,7 +450,7 @@ def _monitor(vm, command):
         return False
 
 
-def _ask_poweroff(vm):
+def _ask_poweroff(vm: VM) -> bool:
     """`systemctl poweroff` over ssh, and the ACPI power button as well (logind acts on it)."""
     asked = _monitor(vm, "system_powerdown")
     try:
@@ -459,7 +466,7 @@ def _ask_poweroff(vm):
     return asked
 
 
-def stop(vms, timeout=60, log=print):
+def stop(vms: Iterable[VM], timeout: float = 60, log: Log = print) -> None:
     """Power the VMs off cleanly (in parallel), kill what still runs after `timeout` s (0: kill at
     once). Never leaves a qemu behind."""
     running = {vm.name: (vm, pid(vm)) for vm in vms}
@@ -493,7 +500,7 @@ def stop(vms, timeout=60, log=print):
     log(f"==> stopped {', '.join(running)} in {time.monotonic() - t0:.0f} s")
 
 
-def wait_ssh(vm, t0, timeout=SSH_TIMEOUT, log=print):
+def wait_ssh(vm: VM, t0: float, timeout: float = SSH_TIMEOUT, log: Log = print) -> None:
     """Wait until ssh answers; a qemu that exits or a timeout raises LabError naming the console log."""
     deadline = t0 + timeout
     next_note = t0 + 60
@@ -512,11 +519,11 @@ def wait_ssh(vm, t0, timeout=SSH_TIMEOUT, log=print):
         time.sleep(2)
 
 
-def wait_all(vms, t0, log=print):
+def wait_all(vms: Iterable[VM], t0: float, log: Log = print) -> None:
     """Wait for ssh on all VMs in parallel; raise one LabError listing every failure."""
     errors = {}
 
-    def one(vm):
+    def one(vm: VM) -> None:
         try:
             wait_ssh(vm, t0, log=log)
         except LabError as e:
