@@ -98,8 +98,18 @@ class Lab:
             return Result("local", " ".join(argv), 124, _text(e.stdout), _text(e.stderr))
         return Result("local", " ".join(argv), r.returncode, r.stdout, r.stderr)
 
-    def pyinfra(self, *args, deploy="deploy.py", timeout=3600):
-        return self._local([str(control.PYINFRA), "-y", str(self.inventory), *args, deploy], timeout)
+    def pyinfra(self, *args, deploy="deploy.py", timeout=3600, profile=None):
+        """pyinfra -y INVENTORY ARGS DEPLOY; with `profile` (a name), under lab.converge_profile:
+        the timings go to .lab/profile-NAME.json and its summary is printed."""
+        argv = [str(control.PYINFRA), "-y", str(self.inventory), *args, deploy]
+        if profile:
+            out = control.STATE / f"profile-{profile}.json"
+            argv = [str(control.PYTHON), "-m", "lab.converge_profile", str(out), *argv[1:]]
+        result = self._local(argv, timeout)
+        if profile:
+            summary = result.stderr[result.stderr.rfind("==> converge profile"):]
+            log(summary if summary.startswith("==>") else f"==> no converge profile (rc {result.rc})")
+        return result
 
     def testinfra(self, *paths, timeout=1800):
         return self._local(

@@ -73,6 +73,8 @@ MODULE_ORDER = [
     "test_zfs_role.py",
     "test_mariadb_role.py",
     "test_postgresql_role.py",
+    "test_deployed_files.py",
+    "test_config_check.py",
     "test_idempotence.py",
     "test_safety.py",
 ]
@@ -101,7 +103,7 @@ def timings():
 def converged(lab, timings):
     """The lab after one full converge of deploy.py on every VM (storage and engine roles)."""
     t0 = time.monotonic()
-    result = lab.pyinfra()
+    result = lab.pyinfra(profile="first")
     timings["first converge"] = time.monotonic() - t0
     result.check()
     return lab

@@ -1,0 +1,46 @@
+"""What is deployed is what is tested: every file a lab host got from templates/ (and the systemd
+drop-ins) is byte for byte what roles/render.py renders offline for that host, the code path the
+unit tests check with the real servers."""
+
+import base64
+
+import pytest
+
+from roles import mariadb, postgresql, render
+from roles.hostdata import HostConfig
+from roles.validation import load_inventory_isolated
+
+pytestmark = pytest.mark.e2e
+
+ON_HOST = {
+    "zfs.conf.j2": "/etc/modprobe.d/zfs.conf",
+    "my.cnf.j2": mariadb.CONFIG,
+    "postgresql.conf.j2": f"{postgresql.CONFIG_DIR}/postgresql.conf",
+    "pg_hba.conf.j2": f"{postgresql.CONFIG_DIR}/pg_hba.conf",
+}
+
+
+def offline_files(inventory) -> dict[str, dict[str, str]]:
+    """host -> {path on the host: text}, rendered from the inventory's data alone (the declared
+    `hardware`, no host contacted)."""
+    data = load_inventory_isolated(str(inventory))
+    configs = {name: HostConfig.from_data(name, d) for name, d in data.items()}
+    result = {}
+    for name, cfg in configs.items():
+        peers = [c for c in configs.values() if c.engine == cfg.engine and c.cluster == cfg.cluster]
+        files = {ON_HOST[t]: text for t, text in render.render_host(cfg, cfg.sizing(), peers).items()}
+        if cfg.engine == "mariadb":
+            files[mariadb.DROP_IN] = mariadb.systemd_drop_in(cfg)
+        else:
+            files[postgresql.DROPIN] = postgresql.dropin_text(cfg)
+        result[name] = files
+    return result
+
+
+def test_every_rendered_file_on_the_hosts_is_the_offline_rendering(converged):
+    expected = offline_files(converged.inventory)
+    assert sorted(expected) == sorted(converged.names)
+    for name, files in expected.items():
+        for path, text in files.items():
+            live = base64.b64decode(converged.check(name, f"base64 -w0 {path}"))
+            assert live == text.encode(), f"{name}:{path} differs from render.py's rendering"
