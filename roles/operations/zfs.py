@@ -7,6 +7,8 @@ pyinfra's own ``zfs.dataset`` compares property strings raw, so "16k" against th
 
 from __future__ import annotations
 
+from collections.abc import Generator, Mapping
+
 from pyinfra import host, logger
 from pyinfra.api import OperationValueError, QuoteString, StringCommand, operation
 
@@ -14,13 +16,20 @@ from roles.facts.zfs import MODPROBE_CONF, ZfsDatasetProperties, ZfsModuleParame
 from roles.zfs_properties import (
     CREATE_ONLY_PROPERTIES,
     READ_ONLY_PROPERTIES,
+    PropertyValue,
     format_value,
     same_value,
 )
 
 
 @operation()
-def dataset(dataset_name, properties=None, present=True, create_parents=False, **extra_props):
+def dataset(
+    dataset_name: str,
+    properties: Mapping[str, PropertyValue] | None = None,
+    present: bool = True,
+    create_parents: bool = False,
+    **extra_props: PropertyValue,
+) -> Generator[StringCommand, None, None]:
     """
     Create or destroy a ZFS filesystem, or bring its properties to the declared values.
 
@@ -98,7 +107,7 @@ def dataset(dataset_name, properties=None, present=True, create_parents=False, *
         host.noop(f"dataset {dataset_name} has the declared properties")
 
 
-def _param_value(value) -> str:
+def _param_value(value: int | str) -> str:
     if value is True:
         return "1"
     if value is False:
@@ -106,7 +115,7 @@ def _param_value(value) -> str:
     return str(value)
 
 
-def modprobe_conf_lines(params: dict) -> list[str]:
+def modprobe_conf_lines(params: Mapping[str, int | str]) -> list[str]:
     options = " ".join(f"{name}={_param_value(params[name])}" for name in sorted(params))
     return [
         "# Managed by the ZFS role: edits are overwritten on the next deploy.",
@@ -115,7 +124,9 @@ def modprobe_conf_lines(params: dict) -> list[str]:
 
 
 @operation()
-def module_parameters(params, path=MODPROBE_CONF, write_file=True):
+def module_parameters(
+    params: Mapping[str, int | str], path: str = MODPROBE_CONF, write_file: bool = True
+) -> Generator[StringCommand, None, None]:
     """
     Persist ZFS module parameters in modprobe.d and apply them to the loaded module.
 

@@ -7,12 +7,14 @@ declared one stops the deploy with the difference spelled out.
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterable, Iterator, Mapping
+
 from pyinfra import host, logger
 from pyinfra.api import OperationError, OperationValueError, QuoteString, StringCommand, operation
 
 from roles.facts.drives import BY_ID, DriveState
 from roles.facts.zfs import SECTIONS, ZpoolProperties, ZpoolTopology
-from roles.zfs_properties import READ_ONLY_PROPERTIES, format_value, same_value
+from roles.zfs_properties import READ_ONLY_PROPERTIES, PropertyValue, format_value, same_value
 
 HEALTHY_STATES = ("ONLINE",)
 HEALTHY_SPARE_STATES = ("AVAIL",)
@@ -20,14 +22,14 @@ HEALTHY_SPARE_STATES = ("AVAIL",)
 
 @operation()
 def pool(
-    pool_name,
-    vdevs,
-    spares=(),
-    ashift=12,
-    properties=None,
-    wipe=(),
-    require_nvme=True,
-):
+    pool_name: str,
+    vdevs: Iterable[Iterable[str]],
+    spares: Iterable[str] = (),
+    ashift: int = 12,
+    properties: Mapping[str, PropertyValue] | None = None,
+    wipe: Iterable[str] = (),
+    require_nvme: bool = True,
+) -> Generator[str | StringCommand, None, None]:
     """
     Create a pool of striped vdevs from /dev/disk/by-id paths, or check an existing one.
 
@@ -102,7 +104,9 @@ def pool(
         host.noop(f"pool {pool_name} has the declared layout and properties")
 
 
-def _check_arguments(pool_name, vdevs, spares, properties) -> None:
+def _check_arguments(
+    pool_name: str, vdevs: list[list[str]], spares: list[str], properties: dict[str, PropertyValue]
+) -> None:
     if not vdevs or any(not vdev for vdev in vdevs):
         raise OperationValueError(f"pool {pool_name}: every vdev needs at least one drive")
     drives = [drive for vdev in vdevs for drive in vdev] + spares
@@ -119,7 +123,15 @@ def _check_arguments(pool_name, vdevs, spares, properties) -> None:
         raise OperationValueError(f"pool {pool_name}: not settable through properties: {', '.join(bad)}")
 
 
-def _create_pool(pool_name, vdevs, spares, ashift, properties, wipe, require_nvme):
+def _create_pool(
+    pool_name: str,
+    vdevs: list[list[str]],
+    spares: list[str],
+    ashift: int,
+    properties: dict[str, PropertyValue],
+    wipe: set[str],
+    require_nvme: bool,
+) -> Generator[str | StringCommand, None, None]:
     drives = [drive for vdev in vdevs for drive in vdev] + spares
     states = host.get_fact(DriveState, paths=drives) or {}
 
@@ -156,7 +168,9 @@ def holds_data(state: dict) -> bool:
     return bool(state["partition_table"] or state["signatures"] or state["zfs_labels"])
 
 
-def drive_problems(state, path, pool_name, may_wipe, require_nvme) -> list[str]:
+def drive_problems(
+    state: dict | None, path: str, pool_name: str, may_wipe: bool, require_nvme: bool
+) -> list[str]:
     """Why `path` cannot go into a new pool; data findings are waived by `may_wipe`."""
     if not state or not state["exists"]:
         return [f"drive {path} does not exist on this host"]
@@ -197,7 +211,7 @@ def drive_problems(state, path, pool_name, may_wipe, require_nvme) -> list[str]:
     return []
 
 
-def _describe_label(label, state, pool_name) -> str:
+def _describe_label(label: dict, state: dict, pool_name: str) -> str:
     on = "" if label["device"] == state["device"] else f" on {label['device']}"
     if label.get("pool"):
         what = f"a ZFS label of pool {label['pool']}"
@@ -218,7 +232,7 @@ def _describe_label(label, state, pool_name) -> str:
     return text
 
 
-def wipe_commands(state: dict):
+def wipe_commands(state: dict) -> Iterator[StringCommand]:
     disk_name = state["kernel_name"]
     labelled = {label["device"] for label in state["zfs_labels"]}
     # Partitions first, through their by-id links, then the drive's own signatures and table.
@@ -233,7 +247,7 @@ def wipe_commands(state: dict):
     yield StringCommand("wipefs -a", QuoteString(state["path"]))
 
 
-def layout_differences(topology: dict, vdevs, spares) -> list[str]:
+def layout_differences(topology: dict, vdevs: list[list[str]], spares: list[str]) -> list[str]:
     """What differs between a live pool's vdevs and spares and the declared ones."""
     differences = []
     live = [
