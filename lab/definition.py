@@ -25,15 +25,37 @@ ENGINES = ("mariadb", "postgresql")
 ROLES = ("primary", "replica")
 
 
+_UNSET = object()
+
+
 class LabDefinitionError(ValueError):
-    pass
+    """A mistake in lab.yaml: the file (and line), the VM, the key, the value, what is wrong and
+    the fix, in one line."""
+
+    def __init__(self, message, *, vm=None, key=None, value=_UNSET, fix=None, file=None,
+                 line=None):
+        self.message, self.vm, self.key, self.value = message, vm, key, value
+        self.fix, self.file, self.line = fix, file, line
+        super().__init__(message)
+
+    def __str__(self):
+        text = self.message
+        if self.key is not None:
+            text = f"{self.key}{'' if self.value is _UNSET else f' = {self.value!r}'}: {text}"
+        if self.vm is not None:
+            text = f"{self.vm}: {text}"
+        if self.file is not None:
+            text = f"{self.file}{f' line {self.line}' if self.line else ''}: {text}"
+        return f"{text}. Fix: {self.fix}" if self.fix else text
 
 
 def parse_size(text):
     """'512M' / '8G' / bytes -> bytes."""
-    m = re.fullmatch(r"(\d+)([KMGT]?)", str(text).strip())
+    m = re.fullmatch(r"(\d+)([KMGT]?)", str(text)) if isinstance(text, (str, int)) \
+        and not isinstance(text, bool) else None
     if not m:
-        raise LabDefinitionError(f"bad size {text!r} (want e.g. 512M, 8G)")
+        raise LabDefinitionError("not a size", value=text, fix="digits and K, M, G or T, "
+                                 "without a space: e.g. 512M, 8G")
     return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
 
 
@@ -117,75 +139,244 @@ class Lab:
             raise LabDefinitionError(f"no VM {name!r} in {DEFINITION} (have: {', '.join(self.all_vms)})") from None
 
 
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses a key repeated in one mapping (YAML keeps the last one silently:
+    a second `db1:` would replace the first VM)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue  # SafeLoader itself refuses unhashable keys, with their line
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise LabDefinitionError(f"the key appears twice in one mapping (first on line "
+                                         f"{seen[key]}); YAML would keep only the last",
+                                         key=str(key), line=line,
+                                         fix="rename one (each VM needs its own name) or "
+                                             "remove it")
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
 def load(path=DEFINITION):
-    with open(path) as f:
-        raw = yaml.safe_load(f)
+    shown = _shown(path)
     try:
+        with open(path) as f:
+            raw = yaml.load(f, Loader=_Loader)  # noqa: S506 - a SafeLoader
         return _check(raw)
     except LabDefinitionError as e:
-        raise LabDefinitionError(f"{path}: {e}") from None
+        e.file = shown
+        raise
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        raise LabDefinitionError(f"not valid YAML: {e.problem or e.context}", file=shown,
+                                 line=mark.line + 1 if mark else None,
+                                 fix="correct the YAML there") from None
+    except OSError as e:
+        raise LabDefinitionError(f"cannot read it ({e.strerror})", file=shown,
+                                 fix="restore lab/lab.yaml from git") from None
+
+
+def _shown(path):
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+TOP_KEYS = ("defaults", "network", "image", "vms", "bare_vms")
+VM_KEYS = ("engine", "role", "primary", "server_id", "ssh_port", "private_address", "memory",
+           "vcpus", "drive_count", "drive_size", "drive_serial")
+REQUIRED = ("engine", "role", "ssh_port", "private_address", "memory", "vcpus", "drive_count",
+            "drive_size", "drive_serial")
+IMAGE_TEXT = ("suite", "mirror", "security_mirror", "size")
+IMAGE_LISTS = ("components", "base_packages", "kernel_packages", "header_packages",
+               "zfs_packages")
+MIN_MEMORY = 2048  # MiB: the deploy sizes for >= 2 GiB (roles.validation, hardware)
+MIN_DRIVE = 64 * 1024**2  # ZFS refuses a vdev smaller than 64 MiB (SPA_MINDEVSIZE)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _mapping(value, key, fix):
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise LabDefinitionError(f"must be a mapping, not {type(value).__name__}", key=key,
+                                 value=value, fix=fix)
+    return value
 
 
 def _check(raw):
-    if not isinstance(raw, dict) or not isinstance(raw.get("vms"), dict) or not raw["vms"]:
-        raise LabDefinitionError("needs a non-empty 'vms' mapping")
-    defaults = raw.get("defaults") or {}
-    network = raw.get("network") or {}
-    image = raw.get("image") or {}
-    for key in ("suite", "mirror", "security_mirror", "components", "size", "base_packages",
-                "kernel_packages", "header_packages", "zfs_packages"):
-        if key not in image:
-            raise LabDefinitionError(f"image: missing {key!r}")
-    prefix = int(network.get("private_prefix", 24))
-    vms = {name: _vm(name, {**defaults, **(spec or {})}, prefix, "zfs") for name, spec in raw["vms"].items()}
-    bare = raw.get("bare_vms") or {}
-    if not isinstance(bare, dict):
-        raise LabDefinitionError("'bare_vms' must be a mapping")
-    bare = {name: _vm(name, {**defaults, **(spec or {})}, prefix, "bare") for name, spec in bare.items()}
-    if set(bare) & set(vms):
-        raise LabDefinitionError(f"VM names in both vms and bare_vms: {sorted(set(bare) & set(vms))}")
+    if not isinstance(raw, dict):
+        raise LabDefinitionError("must be a mapping with defaults, network, image and vms",
+                                 key="lab.yaml", value=raw, fix="restore lab/lab.yaml from git")
+    unknown = sorted(set(raw) - set(TOP_KEYS), key=str)
+    if unknown:
+        raise LabDefinitionError("unknown key", key=str(unknown[0]), value=raw[unknown[0]],
+                                 fix=f"use only {', '.join(TOP_KEYS)}")
+    if not isinstance(raw.get("vms"), dict) or not raw["vms"]:
+        raise LabDefinitionError("needs a non-empty 'vms' mapping", key="vms",
+                                 value=raw.get("vms"), fix="one entry per VM: name -> settings")
+    defaults = _mapping(raw.get("defaults"), "defaults", "key: value settings shared by the VMs")
+    network = _mapping(raw.get("network"), "network", "keep the network of lab/lab.yaml")
+    image = _mapping(raw.get("image"), "image", "keep the image of lab/lab.yaml")
+    _check_image(image)
+    prefix = network.get("private_prefix", 24)
+    if not (_is_int(prefix) and 8 <= prefix <= 30):
+        raise LabDefinitionError("must be a prefix length 8..30", key="network.private_prefix",
+                                 value=prefix, fix="e.g. 24")
+    port = network.get("apt_cache_port", 3142)
+    if not (_is_int(port) and 1 <= port <= 65535):
+        raise LabDefinitionError("must be a TCP port 1..65535", key="network.apt_cache_port",
+                                 value=port, fix="e.g. 3142")
+    guest = network.get("apt_cache_guest_address", "10.0.2.100")
+    try:
+        ipaddress.IPv4Address(guest if isinstance(guest, str) else "")
+    except ValueError:
+        raise LabDefinitionError("not an IPv4 address", key="network.apt_cache_guest_address",
+                                 value=guest, fix="e.g. 10.0.2.100") from None
+    for key in sorted(set(defaults) - set(VM_KEYS), key=str):
+        raise LabDefinitionError("unknown key", key=f"defaults.{key}", value=defaults[key],
+                                 fix=f"use only {', '.join(VM_KEYS)}")
+    bare = _mapping(raw.get("bare_vms"), "bare_vms", "one entry per bare VM: name -> settings")
+    vms = {name: _vm(name, spec, defaults, prefix, "zfs") for name, spec in raw["vms"].items()}
+    bare = {name: _vm(name, spec, defaults, prefix, "bare", section="bare_vms")
+            for name, spec in bare.items()}
+    for name in bare:
+        if name in vms:
+            raise LabDefinitionError("VM names in both vms and bare_vms", key=f"bare_vms.{name}",
+                                     fix="give the bare VM its own name")
     everything = {**vms, **bare}
     for vm in everything.values():
         if vm.primary and (vm.primary not in everything or everything[vm.primary].engine != vm.engine
                            or everything[vm.primary].role != "primary"
                            or everything[vm.primary].image != vm.image):
-            raise LabDefinitionError(f"{vm.name}: primary {vm.primary!r} is not a {vm.engine} primary here")
+            raise LabDefinitionError(f"is not a {vm.engine} primary here", vm=vm.name,
+                                     key="primary", value=vm.primary,
+                                     fix=f"name a {vm.engine} primary of the same section")
     for attr in ("ssh_port", "private_address"):
-        values = [getattr(v, attr) for v in everything.values()]
-        if len(set(values)) != len(values):
-            raise LabDefinitionError(f"{attr} must differ between VMs")
-    all_serials = [s for v in everything.values() for s in v.serials]
-    if len(set(all_serials)) != len(all_serials):
-        raise LabDefinitionError("drive serials must differ between VMs")
+        owner = {}
+        for vm in everything.values():
+            value = getattr(vm, attr)
+            if value in owner:
+                raise LabDefinitionError(f"{attr} must differ between VMs: {owner[value]} has it "
+                                         "too", vm=vm.name, key=attr, value=value,
+                                         fix=f"give each VM its own {attr}")
+            owner[value] = vm.name
+    owner = {}
+    for vm in everything.values():
+        for serial in vm.serials:
+            if serial in owner and owner[serial] != vm.name:
+                raise LabDefinitionError(f"drive serials must differ between VMs: {serial} is "
+                                         f"also {owner[serial]}'s", vm=vm.name,
+                                         key="drive_serial", value=vm.drive_serial,
+                                         fix="keep {vm} in drive_serial")
+            owner[serial] = vm.name
     return Lab(vms=vms, image=image, network=network, bare=bare)
 
 
-def _vm(name, s, prefix, image):
+def _check_image(image):
+    for key in IMAGE_TEXT + IMAGE_LISTS:
+        if key not in image:
+            raise LabDefinitionError("missing", key=f"image.{key}",
+                                     fix="keep the image of lab/lab.yaml")
+    for key in IMAGE_TEXT:
+        if not isinstance(image[key], str) or not image[key].strip():
+            raise LabDefinitionError("must be text", key=f"image.{key}", value=image[key],
+                                     fix="keep the image of lab/lab.yaml")
+    parse_size_at(image["size"], "image.size", None)
+    for key in IMAGE_LISTS:
+        value = image[key]
+        if not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
+            raise LabDefinitionError("must be a list of names", key=f"image.{key}", value=value,
+                                     fix="e.g. [linux-image-amd64]")
+
+
+def parse_size_at(value, key, vm):
+    try:
+        return parse_size(value)
+    except LabDefinitionError as e:
+        e.key, e.vm = key, vm
+        raise
+
+
+def _vm(name, spec, defaults, prefix, image, section="vms"):
     if not re.fullmatch(r"[a-z][a-z0-9-]{0,15}", str(name)):
-        raise LabDefinitionError(f"VM name {name!r}: use lowercase letters, digits, '-'")
-    unknown = set(s) - {"engine", "role", "primary", "server_id", "ssh_port", "private_address",
-                        "memory", "vcpus", "drive_count", "drive_size", "drive_serial"}
-    if unknown:
-        raise LabDefinitionError(f"{name}: unknown keys {sorted(unknown)}")
-    for key in ("engine", "role", "ssh_port", "private_address", "memory", "vcpus",
-                "drive_count", "drive_size", "drive_serial"):
+        raise LabDefinitionError("not a VM name", key=f"{section}.{name}",
+                                 fix="lowercase letters, digits, '-', starting with a letter, "
+                                     "at most 16")
+    spec = _mapping(spec, f"{section}.{name}", "key: value settings, e.g. engine: mariadb")
+    s = {**defaults, **spec}
+
+    def fail(key, message, fix):
+        where = f"defaults.{key}" if key not in spec and key in defaults else key
+        raise LabDefinitionError(message, vm=name, key=where, value=s.get(key), fix=fix)
+
+    for key in sorted(set(spec) - set(VM_KEYS), key=str):
+        raise LabDefinitionError("unknown key", vm=name, key=str(key), value=spec[key],
+                                 fix=f"use only {', '.join(VM_KEYS)}")
+    for key in REQUIRED:
         if s.get(key) is None:
-            raise LabDefinitionError(f"{name}: missing {key!r}")
+            raise LabDefinitionError("missing", vm=name, key=key,
+                                     fix=f"set {key} for the VM or in defaults")
     if s["engine"] not in ENGINES:
-        raise LabDefinitionError(f"{name}: engine must be one of {ENGINES}")
+        fail("engine", "not an engine", f"use one of {', '.join(ENGINES)}")
     if s["role"] not in ROLES:
-        raise LabDefinitionError(f"{name}: role must be one of {ROLES}")
+        fail("role", "not a role", f"use one of {', '.join(ROLES)}")
     if (s["role"] == "replica") != bool(s.get("primary")):
-        raise LabDefinitionError(f"{name}: a replica names its primary, a primary does not")
-    address = str(ipaddress.ip_address(str(s["private_address"]).split("/")[0]))
-    vm = VM(name=name, engine=s["engine"], role=s["role"], primary=s.get("primary"),
-            server_id=s.get("server_id"), ssh_port=int(s["ssh_port"]),
-            private_address=address, private_prefix=prefix, memory=int(s["memory"]),
-            vcpus=int(s["vcpus"]), drive_count=int(s["drive_count"]),
-            drive_size=parse_size(s["drive_size"]), drive_serial=str(s["drive_serial"]), image=image)
-    serials = vm.serials
+        fail("primary", "a replica names its primary, a primary does not",
+             "set primary on replicas only")
+    if s.get("primary") is not None and not isinstance(s["primary"], str):
+        fail("primary", "must be a VM name", "e.g. db1")
+    server_id = s.get("server_id")
+    if s["engine"] == "mariadb" and not (_is_int(server_id) and 1 <= server_id < 2**32):
+        fail("server_id", "a MariaDB VM needs an integer server_id 1..4294967295",
+             "e.g. 1, unique among the VMs")
+    if s["engine"] == "postgresql" and server_id is not None:
+        fail("server_id", "PostgreSQL has no server_id", "remove it")
+    if not (_is_int(s["ssh_port"]) and 1024 <= s["ssh_port"] <= 65535):
+        fail("ssh_port", "must be a TCP port 1024..65535", "e.g. 2221, unique among the VMs")
+    try:
+        address = ipaddress.IPv4Address(str(s["private_address"]).split("/")[0]) \
+            if isinstance(s["private_address"], str) else None
+    except ValueError:
+        address = None
+    if address is None:
+        fail("private_address", "not an IPv4 address", "e.g. 10.99.0.11, unique among the VMs")
+    for key, low, unit in (("memory", MIN_MEMORY, "MiB"), ("vcpus", 1, "vCPUs"),
+                           ("drive_count", 2, "drives")):
+        if not _is_int(s[key]):
+            fail(key, f"must be an integer ({unit}), not {type(s[key]).__name__}",
+                 {"memory": "e.g. 4096", "vcpus": "e.g. 2", "drive_count": "e.g. 24"}[key])
+        if s[key] < low:
+            fail(key, f"must be at least {low} {unit}",
+                 {"memory": "e.g. 4096 (the deploy needs 2 GiB)", "vcpus": "e.g. 2",
+                  "drive_count": "e.g. 24 (mirrors need 2 or more)"}[key])
+    drive_size = parse_size_at(s["drive_size"], "drive_size" if "drive_size" in spec
+                               else "defaults.drive_size", name)
+    if drive_size < MIN_DRIVE:
+        fail("drive_size", "ZFS refuses drives smaller than 64M", "e.g. 512M")
+    serial = s["drive_serial"]
+    if not isinstance(serial, str):
+        fail("drive_serial", "must be text", 'e.g. "{vm}-nvme{index:02d}"')
+    try:
+        serials = [serial.format(vm=name, index=i) for i in range(s["drive_count"])]
+    except (KeyError, IndexError, ValueError) as e:
+        fail("drive_serial", f"not a format with the fields {{vm}} and {{index}} ({e})",
+             'e.g. "{vm}-nvme{index:02d}"')
     if len(set(serials)) != len(serials) or any(len(x) > 20 for x in serials):
-        raise LabDefinitionError(f"{name}: drive serials must be unique and <= 20 characters")
-    if len({len(x) for x in serials}) != 1 or s["drive_serial"].count("{index") != 1:
-        raise LabDefinitionError(f"{name}: drive_serial needs one fixed-width {{index:0Nd}}")
-    return vm
+        fail("drive_serial", "drive serials must be unique and <= 20 characters",
+             'e.g. "{vm}-nvme{index:02d}"')
+    if len({len(x) for x in serials}) != 1 or serial.count("{index") != 1:
+        fail("drive_serial", "drive_serial needs one fixed-width {index:0Nd}",
+             'e.g. "{vm}-nvme{index:02d}"')
+    return VM(name=name, engine=s["engine"], role=s["role"], primary=s.get("primary"),
+              server_id=server_id, ssh_port=s["ssh_port"], private_address=str(address),
+              private_prefix=prefix, memory=s["memory"], vcpus=s["vcpus"],
+              drive_count=s["drive_count"], drive_size=drive_size, drive_serial=serial,
+              image=image)
