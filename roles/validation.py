@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from roles import db_settings
 from roles import secrets as secrets_mod
 from roles import zfs_module_params
 from roles.hostdata import BY_ID, HostConfig, parse_size
@@ -778,11 +779,12 @@ class _Checker:
                              "see man 4 zfs for its unit and meaning")
 
     def database(self, c: HostConfig):
+        self.problems += db_settings.check(c)
         if c.engine == "postgresql" and c.name in self.named and self.ok(c, "db_settings"):
-            fpw = str(c.db_settings.get("full_page_writes", "")).lower()
+            fpw = db_settings.as_bool("postgresql", c.db_settings.get("full_page_writes"))
             size = self.recordsize_or_none(c, c.data_dataset)
-            if fpw in ("off", "false", "0") and size is not None and size < 8192:
-                self.add(c.name, "db_settings['full_page_writes']", "off",
+            if fpw is False and size is not None and size < 8192:
+                self.add(c.name, "db_settings['full_page_writes']", c.db_settings["full_page_writes"],
                          f"unsafe with recordsize {size} < 8k on "
                          f"{c.data_dataset}: a page could be torn across records",
                          "set the data dataset's recordsize to >= 8k or drop the override")
