@@ -10,11 +10,12 @@ import subprocess
 import time
 
 from . import aptcache, image, vm as vmmod
-from .definition import CACHE, REPO, SSH_CONFIG, load
+from .definition import CACHE, REPO, SSH_CONFIG, STATE, load
 from .vm import LabError, rel
 
 PYINFRA = REPO / ".venv" / "bin" / "pyinfra"
 PYTEST = REPO / ".venv" / "bin" / "pytest"
+PYTHON = REPO / ".venv" / "bin" / "python"
 INVENTORY = REPO / "inventories" / "lab.py"
 
 

@@ -107,3 +107,22 @@ def converged(lab, timings):
     timings["first converge"] = time.monotonic() - t0
     result.check()
     return lab
+
+
+# --- where the time goes: seconds per test module (setup + call + teardown), printed at the end --
+
+_module_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    module = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    _module_seconds[module] = _module_seconds.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _module_seconds:
+        return
+    terminalreporter.write_sep("=", "e2e: seconds per module, fixtures included (the table: tests/e2e/README.md)")
+    for name, seconds in _module_seconds.items():
+        terminalreporter.write_line(f"{seconds:8.0f} s  {name}")
+    terminalreporter.write_line(f"{sum(_module_seconds.values()):8.0f} s  e2e total")
