@@ -437,11 +437,6 @@ def _pg_value_issue(setting: Setting, text: str) -> tuple[str, str] | None:
 
 def _mariadb_value_issue(setting: Setting, text: str) -> tuple[str, str] | None:
     kind = setting.type
-    if "#" in text:
-        return (
-            "my.cnf reads '#' as the start of a comment and would cut the value there",
-            "quote the value inside the string, e.g. \"'a#b'\"",
-        )
     if kind == "flag":
         return "an option without a value: db_settings always writes one", "remove it"
     if kind == "bool" and _mariadb_bool(text) is None:
@@ -545,6 +540,14 @@ def setting_issues(engine: str, name: object, value: object) -> list[tuple[str, 
     text = server_text(engine, value)
     if "\n" in text or "\r" in text:
         return [("contains a line break, which would end the config line", "one line only")]
+    raw = text if isinstance(value, bool) else str(value).strip()
+    if engine == "mariadb" and "#" in raw and not (len(raw) >= 2 and raw[0] in "'\"" and raw[-1] == raw[0]):
+        return [
+            (
+                "my.cnf reads '#' as the start of a comment and would cut the value there",
+                "quote the value inside the string, e.g. \"'a#b'\"",
+            )
+        ]
     setting = known(engine).get(name)
     if setting is None:
         issue = _mariadb_name_issue(name) if engine == "mariadb" else _pg_name_issue(name)
@@ -586,7 +589,7 @@ def setting_problems(engine: str, name: object, value: object, host: str = "") -
 def _size(n: float) -> str:
     for unit, name in ((1024**4, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
         if abs(n) >= unit:
-            return f"{n / unit:.1f}".removesuffix(".0") + f" {name}"
+            return f"{n / unit:.2f}".rstrip("0").rstrip(".") + f" {name}"
     return f"{int(n)} B"
 
 
@@ -624,13 +627,23 @@ class MemoryUse:
     ram: int
     os_headroom: int
     arc_max: int
+    arc_note: str  # why the ARC differs from zfs_arc_max, or ""
     parts: tuple[tuple[str, int], ...]  # the engine's memory: (what, bytes)
-    overrides: Mapping[str, object]  # key -> value of each override that changed a figure
-    sized: Mapping[str, str]  # the sized value of each overridden figure, shown
+    overrides: Mapping[str, object]  # setting -> value of each override that changed a figure
+    sized: Mapping[str, str]  # setting -> its sized value, shown, for each override
 
     @property
     def total(self) -> int:
-        return self.os_headroom + self.arc_max + sum(b for _, b in self.parts)
+        return self.os_headroom + self.arc_max + sum(n for _, n in self.parts)
+
+    def figures(self) -> str:
+        """The sum, each figure named: "innodb_buffer_pool_size 3 GiB + ... + ARC 256 MiB + OS
+        headroom 512 MiB = 4.22 GiB"."""
+        parts = [
+            f"{_size(n)} for {what}" if " x " in what else f"{what} {_size(n)}" for what, n in self.parts
+        ]
+        parts += [f"ARC {_size(self.arc_max)}{self.arc_note}", f"OS headroom {_size(self.os_headroom)}"]
+        return f"{' + '.join(parts)} = {_size(self.total)}"
 
 
 def memory_use(cfg: HostConfig, ram_bytes: int, cpus: int) -> MemoryUse | None:
@@ -646,21 +659,25 @@ def memory_use(cfg: HostConfig, ram_bytes: int, cpus: int) -> MemoryUse | None:
     was: dict[str, str] = {}
 
     def value(name: str, default: int | None = None, count: bool = False) -> int:
+        """The sized value (or the server's default), or its valid override."""
         base = sized.database[name] if default is None else default
         if name in cfg.db_settings:
             number = override_bytes(cfg.engine, name, cfg.db_settings[name])
             if number is not None and number != base:
-                overrides[f"db_settings[{name!r}]"] = cfg.db_settings[name]
+                overrides[name] = cfg.db_settings[name]
                 was[name] = str(base) if count else _size(base)
                 return number
         return base
 
-    arc = sized.budget.arc_max
+    arc, arc_note = sized.budget.arc_max, ""
     if "zfs_arc_max" in cfg.module_params:
-        effective = effective_arc_max(cfg.module_params["zfs_arc_max"], ram_bytes)
+        given = cfg.module_params["zfs_arc_max"]
+        effective = effective_arc_max(given, ram_bytes)
         if effective is not None and effective != arc:
-            overrides["zfs_module_params['zfs_arc_max']"] = cfg.module_params["zfs_arc_max"]
+            overrides["zfs_arc_max"] = given
             was["zfs_arc_max"] = _size(arc)
+            if effective != int(given):
+                arc_note = f" (the zfs module ignores zfs_arc_max {given} and takes its default)"
             arc = effective
     if cfg.engine == "mariadb":
         per_connection = sizing.MARIADB_PER_CONNECTION
@@ -704,30 +721,36 @@ def memory_use(cfg: HostConfig, ram_bytes: int, cpus: int) -> MemoryUse | None:
                 autovacuum_workers * autovacuum,
             ),
         )
-    return MemoryUse(cfg.engine, ram_bytes, sized.budget.os_headroom, arc, parts, overrides, was)
+    return MemoryUse(cfg.engine, ram_bytes, sized.budget.os_headroom, arc, arc_note, parts, overrides, was)
 
 
 def memory_problems(cfg: HostConfig, ram_bytes: int, cpus: int) -> list[Problem]:
     """A problem when the host's overrides (db_settings, zfs_module_params' zfs_arc_max), applied to
     the values sized for ram_bytes and cpus, add up to more than the RAM with the ARC and the OS
     headroom roles.sizing keeps. Offline: the declared hardware (check() does that); at deploy time:
-    the live facts (roles.facts.hardware.HostHardware)."""
+    the live facts (roles.facts.hardware.HostHardware's ram_bytes and cpus)."""
     use = memory_use(cfg, ram_bytes, cpus)
     if use is None or use.total <= use.ram or not use.overrides:
         return []
-    key, value = (
-        next(iter(use.overrides.items())) if len(use.overrides) == 1 else ("db_settings", dict(use.overrides))
-    )
-    figures = " + ".join(f"{what} {_size(n)}" for what, n in use.parts)
+    keys = {
+        n: "zfs_module_params['zfs_arc_max']" if n == "zfs_arc_max" else f"db_settings[{n!r}]"
+        for n in use.overrides
+    }
+    if len(keys) == 1:
+        key, value = next(iter(keys.values())), next(iter(use.overrides.values()))
+    else:
+        key = "db_settings" + (" and zfs_module_params" if "zfs_arc_max" in keys else "")
+        value = dict(use.overrides)
     sized = ", ".join(f"{name} {shown}" for name, shown in use.sized.items())
     return [
         _problem(
             cfg.name,
             key,
             value,
-            f"{LABELS[use.engine]} memory {figures} + ARC {_size(use.arc_max)} + OS headroom "
-            f"{_size(use.os_headroom)} = {_size(use.total)}, more than the RAM ({_size(use.ram)})",
-            f"lower the overrides by {_size(use.total - use.ram)} or more, or remove them (sized: {sized})",
+            f"{LABELS[use.engine]} memory with the overrides is more than the RAM ({_size(use.ram)}): "
+            f"{use.figures()}",
+            f"take {_size(use.total - use.ram)} or more off the overrides (or off the ARC with "
+            f"zfs_module_params' zfs_arc_max), or remove them (sized: {sized})",
         )
     ]
 
