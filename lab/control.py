@@ -8,21 +8,21 @@ import secrets
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 
 from . import aptcache, image, vm as vmmod
-from .definition import CACHE, REPO, SSH_CONFIG, STATE, load
-from .vm import LabError, rel
+from .definition import CACHE, REPO, SSH_CONFIG, VM, Lab, load
+from .vm import LabError, Log, rel
 
 PYINFRA = REPO / ".venv" / "bin" / "pyinfra"
 PYTEST = REPO / ".venv" / "bin" / "pytest"
-PYTHON = REPO / ".venv" / "bin" / "python"
 INVENTORY = REPO / "inventories" / "lab.py"
 
 
 SECRETS = CACHE / "lab-secrets.yml"
 
 
-def lab_env():
+def lab_env() -> dict[str, str]:
     """Environment for pyinfra/testinfra runs against the lab: the lab's own throwaway secrets
     (generated once into /var/cache/dbzfs-lab/lab-secrets.yml, mode 600, outside the repo), so no
     real secret ever reaches a lab VM. An explicit DBZFS_SECRETS_FILE wins."""
@@ -45,7 +45,7 @@ def lab_env():
     return env
 
 
-def prune_images(lab, keep=2, log=print):
+def prune_images(lab: Lab, keep: int = 2, log: Log = print) -> None:
     """Remove cached images older than the `keep` newest (the current ones always stay)."""
     current = {image.path(lab, v) for v in image.VARIANTS}
     built = sorted(
@@ -59,14 +59,14 @@ def prune_images(lab, keep=2, log=print):
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _select(lab, names, everything=False):
+def _select(lab: Lab, names: Sequence[str] | None, everything: bool = False) -> list[VM]:
     """The named VMs; by default the lab's (or, with everything, the bare VMs too)."""
     if names:
         return [lab.vm(n) for n in names]
     return list((lab.all_vms if everything else lab.vms).values())
 
 
-def up(lab=None, names=None, log=print):
+def up(lab: Lab | None = None, names: Sequence[str] | None = None, log: Log = print) -> Lab:
     """Build the image if needed, start the apt cache and the VMs not running yet (in parallel), wait
     until ssh answers on each. Idempotent. A VM that fails to come up is stopped and reported (with
     its console log); the others are left running."""
@@ -115,7 +115,9 @@ def up(lab=None, names=None, log=print):
     return lab
 
 
-def down(lab=None, names=None, timeout=60, log=print):
+def down(
+    lab: Lab | None = None, names: Sequence[str] | None = None, timeout: float = 60, log: Log = print
+) -> None:
     """Stop VMs (all by default, bare ones too); safe to run any time. With all VMs, also kills any
     stray qemu started from this checkout's .lab/ and the private network's switch."""
     lab = lab or load()
@@ -131,7 +133,7 @@ def down(lab=None, names=None, timeout=60, log=print):
         vmmod.stop_switch()
 
 
-def wipe(lab=None, names=None, log=print):
+def wipe(lab: Lab | None = None, names: Sequence[str] | None = None, log: Log = print) -> None:
     """Fresh root disks (new overlays) and empty drives for stopped VMs; refuses running ones."""
     lab = lab or load()
     vms = _select(lab, names)
@@ -144,7 +146,7 @@ def wipe(lab=None, names=None, log=print):
     log(f"==> {', '.join(vm.name for vm in vms)}: root disks and drives wiped (fresh at next up)")
 
 
-def status(lab=None, log=print):
+def status(lab: Lab | None = None, log: Log = print) -> dict[str, int | None]:
     lab = lab or load()
     for variant in image.VARIANTS:
         img = image.path(lab, variant)
@@ -154,7 +156,7 @@ def status(lab=None, log=print):
         f"on 127.0.0.1:{lab.network.get('apt_cache_port', 3142)}"
     )
     log(f"{'VM':6} {'state':20} {'ssh':16} {'private':12} {'engine':11} {'role':8} console")
-    rows = {}
+    rows: dict[str, int | None] = {}
     for vm in lab.all_vms.values():
         p = vmmod.pid(vm)
         state = f"running (pid {p})" if p else "stopped"
@@ -167,7 +169,7 @@ def status(lab=None, log=print):
     return rows
 
 
-def converge(lab=None, log=print):
+def converge(lab: Lab | None = None, log: Log = print) -> None:
     """up, then pyinfra inventories/lab.py deploy.py, then the testinfra checks in tests/infra."""
     lab = up(lab, log=log)
     t0 = time.monotonic()
