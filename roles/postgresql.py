@@ -28,6 +28,7 @@ REPLICATION_USER = render.REPLICATION_USER["postgresql"]
 HOME = "/var/lib/postgresql"
 PASSFILE = f"{HOME}/.pgpass"  # the standby's walreceiver reads it (primary_conninfo names it)
 DROPIN = f"/etc/systemd/system/{UNIT}.d/zfs.conf"
+CREATECLUSTER_DROPIN = "/etc/postgresql-common/createcluster.d/dbzfs.conf"
 SERVER_BINARY = f"/usr/lib/postgresql/{VERSION}/bin/postgres"
 # The host's own server parses the candidate file (every setting's name and value) and prints
 # one setting; it refuses an unknown name or a bad value.
@@ -43,12 +44,14 @@ def dropin_text(cfg: HostConfig) -> str:
 
 @deploy("Install PostgreSQL")
 def install(cfg: HostConfig):
-    engine.packages("postgresql-common", ["postgresql-common"])
     # Debian would create 15/main in /var/lib/postgresql when postgresql-15 is installed; the
-    # cluster is created on the datasets instead.
-    files.line(name="No default cluster on install", path="/etc/postgresql-common/createcluster.conf",
-               line=r"^#*create_main_cluster *=.*", replace="create_main_cluster = false")
-    engine.packages(f"PostgreSQL {VERSION}", [f"postgresql-{VERSION}", f"postgresql-client-{VERSION}"])
+    # cluster is created on the datasets instead. postgresql-common's createcluster.conf reads
+    # createcluster.d/, so the setting is in place before the one install of every package.
+    engine.text_file("# Managed by dbzfs (roles/postgresql.py): the cluster is created on the ZFS datasets.\n"
+                     "create_main_cluster = false\n", CREATECLUSTER_DROPIN,
+                     name="No default cluster on install")
+    engine.packages(f"PostgreSQL {VERSION}",
+                    ["postgresql-common", f"postgresql-{VERSION}", f"postgresql-client-{VERSION}"])
     engine.text_file(dropin_text(cfg), DROPIN, name=f"{UNIT} after the ZFS mounts")
     common.unit_files_loaded(name="systemd re-reads the unit", unit_name=UNIT)
 

@@ -101,9 +101,9 @@ def test_wal_on_its_dataset(host, cfg, paths):
 
 def test_debian_default_directory_never_created(host):
     assert not host.file("/var/lib/postgresql/15/main").exists
-    assert (
-        "create_main_cluster = false" in host.file("/etc/postgresql-common/createcluster.conf").content_string
-    )
+    # What postgresql-common's postinst asks (createcluster.conf and its createcluster.d/).
+    show = "pg_conftool /etc/postgresql-common/createcluster.conf show -bs create_main_cluster"
+    assert host.check_output(show) == "off"
 
 
 def test_starts_after_the_zfs_mounts(host, cfg):
