@@ -11,11 +11,12 @@ import time
 from collections.abc import Sequence
 
 from . import aptcache, image, vm as vmmod
-from .definition import CACHE, REPO, SSH_CONFIG, VM, Lab, load
+from .definition import CACHE, REPO, SSH_CONFIG, STATE, VM, Lab, load
 from .vm import LabError, Log, rel
 
 PYINFRA = REPO / ".venv" / "bin" / "pyinfra"
 PYTEST = REPO / ".venv" / "bin" / "pytest"
+PYTHON = REPO / ".venv" / "bin" / "python"
 INVENTORY = REPO / "inventories" / "lab.py"
 
 
