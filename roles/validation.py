@@ -319,11 +319,14 @@ class _Checker:
             self.add(name, f"{key}[{field!r}]", value[field], "unknown hardware key",
                      "use only ram_bytes and cpus")
             good = False
+        missing = [field for field in ("ram_bytes", "cpus") if field not in value]
+        if missing:
+            self.add(name, key, value, f"misses {' and '.join(missing)}",
+                     'give both, e.g. {"ram_bytes": 4 * 1024**3, "cpus": 2}')
+            good = False
         for field in ("ram_bytes", "cpus"):
-            if field not in value:
-                self.add(name, f"{key}[{field!r}]", None, "missing",
-                         'give both, e.g. {"ram_bytes": 4 * 1024**3, "cpus": 2}')
-                good = False
+            if field in missing:
+                continue
             elif not _is_int(value[field]):
                 self.add(name, f"{key}[{field!r}]", value[field],
                          f"must be an integer, not {_kind(value[field])}",
@@ -873,9 +876,17 @@ class _Checker:
                              f"also listed for {sorted(names)[0]}: a drive belongs to one host",
                              "check the by-id names copied between hosts")
 
+    def identified(self, c: HostConfig) -> bool:
+        """Engine, role and replication group are right (a wrong one was reported already)."""
+        return (self.ok(c, "engine", "role", "cluster", "primary") and c.engine in ENGINES
+                and c.role in ROLES)
+
     def clusters(self):
+        # Hosts whose identity is wrong were reported already: left out here, so that one
+        # mistake is not reported again from their peers' side.
+        known = {name: c for name, c in self.cfg.items() if self.identified(c)}
         members = defaultdict(list)
-        for c in self.cfg.values():
+        for c in known.values():
             members[c.cluster].append(c)
         for cluster, hosts in members.items():
             primaries = [c for c in hosts if c.role == "primary"]
@@ -888,7 +899,7 @@ class _Checker:
             replicas = [c for c in hosts if c.role == "replica"]
             if replicas:
                 for c in hosts:
-                    if not c.replication_address:
+                    if not c.replication_address and self.ok(c, "replication_address"):
                         self.add(c.name, "replication_address", None,
                                  f"replication group {cluster!r} has replicas but this host has "
                                  "no replication address", "set its address on the private network")
@@ -906,13 +917,15 @@ class _Checker:
                 for name in names[1:]:
                     self.add(name, "server_id", sid, f"also used by {names[0]} in {cluster!r}",
                              "give every host of a replication group its own server_id")
-        for c in self.cfg.values():
+        for c in known.values():
             if c.role != "replica":
                 if c.primary is not None:
                     self.add(c.name, "primary", c.primary, "set on a host whose role is not replica",
                              "remove it, or make the host a replica")
                 continue
-            p = self.cfg.get(c.primary)
+            p = known.get(c.primary)
+            if c.primary in self.cfg and p is None:
+                continue  # the primary's own data is wrong, and reported
             if c.primary is None:
                 self.add(c.name, "primary", None, "a replica must name the primary it follows",
                          "set primary to the primary's inventory name")
