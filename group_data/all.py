@@ -123,7 +123,9 @@ zfs_module_params = {}
 
 # --- Database -----------------------------------------------------------------------------------
 
-# Overrides of any server setting, rendered last: my.cnf [mysqld] keys or postgresql.conf keys.
+# Overrides of any server setting, rendered last: my.cnf [mysqld] keys or postgresql.conf keys,
+# by their own names, e.g. {"innodb_io_capacity": 2000} or {"work_mem": "8MB"}. Checked by
+# roles/db_settings.py: names, values as the server reads them, settings the toolkit owns, RAM.
 db_settings = {}
 max_connections = None  # None: the sizing default for the engine and workload
 # Networks application clients connect from (CIDR); replication peers are allowed separately.
