@@ -265,7 +265,10 @@ def _strtod(text: str) -> tuple[float, str] | None:
         return None
     number = match.group(0)
     if match.group("hex"):
-        value = float.fromhex(number)
+        try:
+            value = float.fromhex(number)
+        except OverflowError:
+            return None  # strtod's ERANGE
     else:
         value = float(number)
         mantissa = re.split("[eE]", match.group("dec") or "")[0]
@@ -392,7 +395,8 @@ def _mariadb_flagset_bad(text: str, names: tuple[str, ...]) -> str | None:
 
 
 def _amount(value: float, unit: str | None) -> str:
-    number = str(int(value)) if float(value).is_integer() else f"{value:g}"
+    whole = isinstance(value, int) or (value.is_integer() and abs(value) < 1e18)
+    number = str(int(value)) if whole else f"{value:g}"
     if not unit:
         return number
     if unit == "8kB":  # blocks
