@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import yaml
 
@@ -32,13 +33,22 @@ class LabDefinitionError(ValueError):
     """A mistake in lab.yaml: the file (and line), the VM, the key, the value, what is wrong and
     the fix, in one line."""
 
-    def __init__(self, message, *, vm=None, key=None, value=_UNSET, fix=None, file=None,
-                 line=None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        vm: str | None = None,
+        key: str | None = None,
+        value: object = _UNSET,
+        fix: str | None = None,
+        file: str | None = None,
+        line: int | None = None,
+    ):
         self.message, self.vm, self.key, self.value = message, vm, key, value
         self.fix, self.file, self.line = fix, file, line
         super().__init__(message)
 
-    def __str__(self):
+    def __str__(self) -> str:
         text = self.message
         if self.key is not None:
             text = f"{self.key}{'' if self.value is _UNSET else f' = {self.value!r}'}: {text}"
@@ -49,13 +59,17 @@ class LabDefinitionError(ValueError):
         return f"{text}. Fix: {self.fix}" if self.fix else text
 
 
-def parse_size(text):
+def parse_size(text: object) -> int:
     """'512M' / '8G' / bytes -> bytes."""
-    m = re.fullmatch(r"(\d+)([KMGT]?)", str(text)) if isinstance(text, (str, int)) \
-        and not isinstance(text, bool) else None
+    m = (
+        re.fullmatch(r"(\d+)([KMGT]?)", str(text))
+        if isinstance(text, (str, int)) and not isinstance(text, bool)
+        else None
+    )
     if not m:
-        raise LabDefinitionError("not a size", value=text, fix="digits and K, M, G or T, "
-                                 "without a space: e.g. 512M, 8G")
+        raise LabDefinitionError(
+            "not a size", value=text, fix="digits and K, M, G or T, without a space: e.g. 512M, 8G"
+        )
     return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
 
 
@@ -77,16 +91,16 @@ class VM:
     image: str = "zfs"  # "zfs": the lab image; "bare": Debian 12 without ZFS or kernel headers
 
     @property
-    def serials(self):
+    def serials(self) -> list[str]:
         return [self.drive_serial.format(vm=self.name, index=i) for i in range(self.drive_count)]
 
     @property
-    def drive_ids(self):
+    def drive_ids(self) -> list[str]:
         """The drives' names under /dev/disk/by-id in the guest, in index order."""
         return [BY_ID_PREFIX + s for s in self.serials]
 
     @property
-    def drive_pattern(self):
+    def drive_pattern(self) -> str:
         """A glob under /dev/disk/by-id matching this VM's drives and nothing else: the {index}
         part becomes '?'s, so namespace links (..._1) and partitions (-partN) stay out."""
         first = self.drive_serial.format(vm=self.name, index=0)
@@ -95,15 +109,15 @@ class VM:
         return BY_ID_PREFIX + head + "?" * (len(first) - len(head) - len(tail)) + tail
 
     @property
-    def state_dir(self):
+    def state_dir(self) -> Path:
         return STATE / self.name
 
     @property
-    def console_log(self):
+    def console_log(self) -> Path:
         return self.state_dir / "console.log"
 
     @property
-    def host_data(self):
+    def host_data(self) -> dict:
         """The data this VM's inventory entry carries (see group_data/all.py)."""
         return {
             "engine": self.engine,
@@ -125,25 +139,27 @@ class Lab:
     bare: dict = field(default_factory=dict)  # name -> VM on the bare image, booted only by name
 
     @property
-    def names(self):
+    def names(self) -> list[str]:
         return list(self.vms)
 
     @property
-    def all_vms(self):
+    def all_vms(self) -> dict[str, VM]:
         return {**self.vms, **self.bare}
 
-    def vm(self, name):
+    def vm(self, name: str) -> VM:
         try:
             return self.all_vms[name]
         except KeyError:
-            raise LabDefinitionError(f"no VM {name!r} in {DEFINITION} (have: {', '.join(self.all_vms)})") from None
+            raise LabDefinitionError(
+                f"no VM {name!r} in {DEFINITION} (have: {', '.join(self.all_vms)})"
+            ) from None
 
 
 class _Loader(yaml.SafeLoader):
     """SafeLoader that refuses a key repeated in one mapping (YAML keeps the last one silently:
     a second `db1:` would replace the first VM)."""
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen = {}
         for key_node, _ in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
@@ -151,16 +167,18 @@ class _Loader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             if key in seen:
-                raise LabDefinitionError(f"the key appears twice in one mapping (first on line "
-                                         f"{seen[key]}); YAML would keep only the last",
-                                         key=str(key), line=line,
-                                         fix="rename one (each VM needs its own name) or "
-                                             "remove it")
+                raise LabDefinitionError(
+                    f"the key appears twice in one mapping (first on line "
+                    f"{seen[key]}); YAML would keep only the last",
+                    key=str(key),
+                    line=line,
+                    fix="rename one (each VM needs its own name) or remove it",
+                )
             seen[key] = line
         return super().construct_mapping(node, deep)
 
 
-def load(path=DEFINITION):
+def load(path: str | Path = DEFINITION) -> Lab:
     shown = _shown(path)
     try:
         with open(path) as f:
@@ -171,15 +189,19 @@ def load(path=DEFINITION):
         raise
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        raise LabDefinitionError(f"not valid YAML: {e.problem or e.context}", file=shown,
-                                 line=mark.line + 1 if mark else None,
-                                 fix="correct the YAML there") from None
+        raise LabDefinitionError(
+            f"not valid YAML: {e.problem or e.context}",
+            file=shown,
+            line=mark.line + 1 if mark else None,
+            fix="correct the YAML there",
+        ) from None
     except OSError as e:
-        raise LabDefinitionError(f"cannot read it ({e.strerror})", file=shown,
-                                 fix="restore lab/lab.yaml from git") from None
+        raise LabDefinitionError(
+            f"cannot read it ({e.strerror})", file=shown, fix="restore lab/lab.yaml from git"
+        ) from None
 
 
-def _shown(path):
+def _shown(path: str | Path) -> str:
     try:
         return str(Path(path).resolve().relative_to(REPO))
     except ValueError:
@@ -187,117 +209,169 @@ def _shown(path):
 
 
 TOP_KEYS = ("defaults", "network", "image", "vms", "bare_vms")
-VM_KEYS = ("engine", "role", "primary", "server_id", "ssh_port", "private_address", "memory",
-           "vcpus", "drive_count", "drive_size", "drive_serial")
-REQUIRED = ("engine", "role", "ssh_port", "private_address", "memory", "vcpus", "drive_count",
-            "drive_size", "drive_serial")
+VM_KEYS = (
+    "engine",
+    "role",
+    "primary",
+    "server_id",
+    "ssh_port",
+    "private_address",
+    "memory",
+    "vcpus",
+    "drive_count",
+    "drive_size",
+    "drive_serial",
+)
+REQUIRED = (
+    "engine",
+    "role",
+    "ssh_port",
+    "private_address",
+    "memory",
+    "vcpus",
+    "drive_count",
+    "drive_size",
+    "drive_serial",
+)
 IMAGE_TEXT = ("suite", "mirror", "security_mirror", "size")
-IMAGE_LISTS = ("components", "base_packages", "kernel_packages", "header_packages",
-               "zfs_packages")
+IMAGE_LISTS = ("components", "base_packages", "kernel_packages", "header_packages", "zfs_packages")
 MIN_MEMORY = 2048  # MiB: the deploy sizes for >= 2 GiB (roles.validation, hardware)
 MIN_DRIVE = 64 * 1024**2  # ZFS refuses a vdev smaller than 64 MiB (SPA_MINDEVSIZE)
 
 
-def _is_int(value):
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _mapping(value, key, fix):
+def _mapping(value: object, key: str, fix: str) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise LabDefinitionError(f"must be a mapping, not {type(value).__name__}", key=key,
-                                 value=value, fix=fix)
+        raise LabDefinitionError(
+            f"must be a mapping, not {type(value).__name__}", key=key, value=value, fix=fix
+        )
     return value
 
 
-def _check(raw):
+def _check(raw: object) -> Lab:
     if not isinstance(raw, dict):
-        raise LabDefinitionError("must be a mapping with defaults, network, image and vms",
-                                 key="lab.yaml", value=raw, fix="restore lab/lab.yaml from git")
+        raise LabDefinitionError(
+            "must be a mapping with defaults, network, image and vms",
+            key="lab.yaml",
+            value=raw,
+            fix="restore lab/lab.yaml from git",
+        )
     unknown = sorted(set(raw) - set(TOP_KEYS), key=str)
     if unknown:
-        raise LabDefinitionError("unknown key", key=str(unknown[0]), value=raw[unknown[0]],
-                                 fix=f"use only {', '.join(TOP_KEYS)}")
+        raise LabDefinitionError(
+            "unknown key", key=str(unknown[0]), value=raw[unknown[0]], fix=f"use only {', '.join(TOP_KEYS)}"
+        )
     if not isinstance(raw.get("vms"), dict) or not raw["vms"]:
-        raise LabDefinitionError("needs a non-empty 'vms' mapping", key="vms",
-                                 value=raw.get("vms"), fix="one entry per VM: name -> settings")
+        raise LabDefinitionError(
+            "needs a non-empty 'vms' mapping",
+            key="vms",
+            value=raw.get("vms"),
+            fix="one entry per VM: name -> settings",
+        )
     defaults = _mapping(raw.get("defaults"), "defaults", "key: value settings shared by the VMs")
     network = _mapping(raw.get("network"), "network", "keep the network of lab/lab.yaml")
     image = _mapping(raw.get("image"), "image", "keep the image of lab/lab.yaml")
     _check_image(image)
     prefix = network.get("private_prefix", 24)
     if not (_is_int(prefix) and 8 <= prefix <= 30):
-        raise LabDefinitionError("must be a prefix length 8..30", key="network.private_prefix",
-                                 value=prefix, fix="e.g. 24")
+        raise LabDefinitionError(
+            "must be a prefix length 8..30", key="network.private_prefix", value=prefix, fix="e.g. 24"
+        )
     port = network.get("apt_cache_port", 3142)
     if not (_is_int(port) and 1 <= port <= 65535):
-        raise LabDefinitionError("must be a TCP port 1..65535", key="network.apt_cache_port",
-                                 value=port, fix="e.g. 3142")
+        raise LabDefinitionError(
+            "must be a TCP port 1..65535", key="network.apt_cache_port", value=port, fix="e.g. 3142"
+        )
     guest = network.get("apt_cache_guest_address", "10.0.2.100")
     try:
         ipaddress.IPv4Address(guest if isinstance(guest, str) else "")
     except ValueError:
-        raise LabDefinitionError("not an IPv4 address", key="network.apt_cache_guest_address",
-                                 value=guest, fix="e.g. 10.0.2.100") from None
+        raise LabDefinitionError(
+            "not an IPv4 address", key="network.apt_cache_guest_address", value=guest, fix="e.g. 10.0.2.100"
+        ) from None
     for key in sorted(set(defaults) - set(VM_KEYS), key=str):
-        raise LabDefinitionError("unknown key", key=f"defaults.{key}", value=defaults[key],
-                                 fix=f"use only {', '.join(VM_KEYS)}")
+        raise LabDefinitionError(
+            "unknown key", key=f"defaults.{key}", value=defaults[key], fix=f"use only {', '.join(VM_KEYS)}"
+        )
     bare = _mapping(raw.get("bare_vms"), "bare_vms", "one entry per bare VM: name -> settings")
     vms = {name: _vm(name, spec, defaults, prefix, "zfs") for name, spec in raw["vms"].items()}
-    bare = {name: _vm(name, spec, defaults, prefix, "bare", section="bare_vms")
-            for name, spec in bare.items()}
+    bare = {
+        name: _vm(name, spec, defaults, prefix, "bare", section="bare_vms") for name, spec in bare.items()
+    }
     for name in bare:
         if name in vms:
-            raise LabDefinitionError("VM names in both vms and bare_vms", key=f"bare_vms.{name}",
-                                     fix="give the bare VM its own name")
+            raise LabDefinitionError(
+                "VM names in both vms and bare_vms",
+                key=f"bare_vms.{name}",
+                fix="give the bare VM its own name",
+            )
     everything = {**vms, **bare}
     for vm in everything.values():
-        if vm.primary and (vm.primary not in everything or everything[vm.primary].engine != vm.engine
-                           or everything[vm.primary].role != "primary"
-                           or everything[vm.primary].image != vm.image):
-            raise LabDefinitionError(f"is not a {vm.engine} primary here", vm=vm.name,
-                                     key="primary", value=vm.primary,
-                                     fix=f"name a {vm.engine} primary of the same section")
+        if vm.primary and (
+            vm.primary not in everything
+            or everything[vm.primary].engine != vm.engine
+            or everything[vm.primary].role != "primary"
+            or everything[vm.primary].image != vm.image
+        ):
+            raise LabDefinitionError(
+                f"is not a {vm.engine} primary here",
+                vm=vm.name,
+                key="primary",
+                value=vm.primary,
+                fix=f"name a {vm.engine} primary of the same section",
+            )
     for attr in ("ssh_port", "private_address"):
         owner = {}
         for vm in everything.values():
             value = getattr(vm, attr)
             if value in owner:
-                raise LabDefinitionError(f"{attr} must differ between VMs: {owner[value]} has it "
-                                         "too", vm=vm.name, key=attr, value=value,
-                                         fix=f"give each VM its own {attr}")
+                raise LabDefinitionError(
+                    f"{attr} must differ between VMs: {owner[value]} has it too",
+                    vm=vm.name,
+                    key=attr,
+                    value=value,
+                    fix=f"give each VM its own {attr}",
+                )
             owner[value] = vm.name
     owner = {}
     for vm in everything.values():
         for serial in vm.serials:
             if serial in owner and owner[serial] != vm.name:
-                raise LabDefinitionError(f"drive serials must differ between VMs: {serial} is "
-                                         f"also {owner[serial]}'s", vm=vm.name,
-                                         key="drive_serial", value=vm.drive_serial,
-                                         fix="keep {vm} in drive_serial")
+                raise LabDefinitionError(
+                    f"drive serials must differ between VMs: {serial} is also {owner[serial]}'s",
+                    vm=vm.name,
+                    key="drive_serial",
+                    value=vm.drive_serial,
+                    fix="keep {vm} in drive_serial",
+                )
             owner[serial] = vm.name
     return Lab(vms=vms, image=image, network=network, bare=bare)
 
 
-def _check_image(image):
+def _check_image(image: dict) -> None:
     for key in IMAGE_TEXT + IMAGE_LISTS:
         if key not in image:
-            raise LabDefinitionError("missing", key=f"image.{key}",
-                                     fix="keep the image of lab/lab.yaml")
+            raise LabDefinitionError("missing", key=f"image.{key}", fix="keep the image of lab/lab.yaml")
     for key in IMAGE_TEXT:
         if not isinstance(image[key], str) or not image[key].strip():
-            raise LabDefinitionError("must be text", key=f"image.{key}", value=image[key],
-                                     fix="keep the image of lab/lab.yaml")
+            raise LabDefinitionError(
+                "must be text", key=f"image.{key}", value=image[key], fix="keep the image of lab/lab.yaml"
+            )
     parse_size_at(image["size"], "image.size", None)
     for key in IMAGE_LISTS:
         value = image[key]
         if not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
-            raise LabDefinitionError("must be a list of names", key=f"image.{key}", value=value,
-                                     fix="e.g. [linux-image-amd64]")
+            raise LabDefinitionError(
+                "must be a list of names", key=f"image.{key}", value=value, fix="e.g. [linux-image-amd64]"
+            )
 
 
-def parse_size_at(value, key, vm):
+def parse_size_at(value: object, key: str, vm: str | None) -> int:
     try:
         return parse_size(value)
     except LabDefinitionError as e:
@@ -305,60 +379,80 @@ def parse_size_at(value, key, vm):
         raise
 
 
-def _vm(name, spec, defaults, prefix, image, section="vms"):
+def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, section: str = "vms") -> VM:
     if not re.fullmatch(r"[a-z][a-z0-9-]{0,15}", str(name)):
-        raise LabDefinitionError("not a VM name", key=f"{section}.{name}",
-                                 fix="lowercase letters, digits, '-', starting with a letter, "
-                                     "at most 16")
+        raise LabDefinitionError(
+            "not a VM name",
+            key=f"{section}.{name}",
+            fix="lowercase letters, digits, '-', starting with a letter, at most 16",
+        )
     spec = _mapping(spec, f"{section}.{name}", "key: value settings, e.g. engine: mariadb")
     s = {**defaults, **spec}
 
-    def fail(key, message, fix):
+    def fail(key: str, message: str, fix: str) -> NoReturn:
         where = f"defaults.{key}" if key not in spec and key in defaults else key
         raise LabDefinitionError(message, vm=name, key=where, value=s.get(key), fix=fix)
 
     for key in sorted(set(spec) - set(VM_KEYS), key=str):
-        raise LabDefinitionError("unknown key", vm=name, key=str(key), value=spec[key],
-                                 fix=f"use only {', '.join(VM_KEYS)}")
+        raise LabDefinitionError(
+            "unknown key", vm=name, key=str(key), value=spec[key], fix=f"use only {', '.join(VM_KEYS)}"
+        )
     for key in REQUIRED:
         if s.get(key) is None:
-            raise LabDefinitionError("missing", vm=name, key=key,
-                                     fix=f"set {key} for the VM or in defaults")
+            raise LabDefinitionError("missing", vm=name, key=key, fix=f"set {key} for the VM or in defaults")
     if s["engine"] not in ENGINES:
         fail("engine", "not an engine", f"use one of {', '.join(ENGINES)}")
     if s["role"] not in ROLES:
         fail("role", "not a role", f"use one of {', '.join(ROLES)}")
     if (s["role"] == "replica") != bool(s.get("primary")):
-        fail("primary", "a replica names its primary, a primary does not",
-             "set primary on replicas only")
+        fail("primary", "a replica names its primary, a primary does not", "set primary on replicas only")
     if s.get("primary") is not None and not isinstance(s["primary"], str):
         fail("primary", "must be a VM name", "e.g. db1")
     server_id = s.get("server_id")
     if s["engine"] == "mariadb" and not (_is_int(server_id) and 1 <= server_id < 2**32):
-        fail("server_id", "a MariaDB VM needs an integer server_id 1..4294967295",
-             "e.g. 1, unique among the VMs")
+        fail(
+            "server_id",
+            "a MariaDB VM needs an integer server_id 1..4294967295",
+            "e.g. 1, unique among the VMs",
+        )
     if s["engine"] == "postgresql" and server_id is not None:
         fail("server_id", "PostgreSQL has no server_id", "remove it")
     if not (_is_int(s["ssh_port"]) and 1024 <= s["ssh_port"] <= 65535):
         fail("ssh_port", "must be a TCP port 1024..65535", "e.g. 2221, unique among the VMs")
     try:
-        address = ipaddress.IPv4Address(str(s["private_address"]).split("/")[0]) \
-            if isinstance(s["private_address"], str) else None
+        address = (
+            ipaddress.IPv4Address(str(s["private_address"]).split("/")[0])
+            if isinstance(s["private_address"], str)
+            else None
+        )
     except ValueError:
         address = None
     if address is None:
         fail("private_address", "not an IPv4 address", "e.g. 10.99.0.11, unique among the VMs")
-    for key, low, unit in (("memory", MIN_MEMORY, "MiB"), ("vcpus", 1, "vCPUs"),
-                           ("drive_count", 2, "drives")):
+    for key, low, unit in (
+        ("memory", MIN_MEMORY, "MiB"),
+        ("vcpus", 1, "vCPUs"),
+        ("drive_count", 2, "drives"),
+    ):
         if not _is_int(s[key]):
-            fail(key, f"must be an integer ({unit}), not {type(s[key]).__name__}",
-                 {"memory": "e.g. 4096", "vcpus": "e.g. 2", "drive_count": "e.g. 24"}[key])
+            fail(
+                key,
+                f"must be an integer ({unit}), not {type(s[key]).__name__}",
+                {"memory": "e.g. 4096", "vcpus": "e.g. 2", "drive_count": "e.g. 24"}[key],
+            )
         if s[key] < low:
-            fail(key, f"must be at least {low} {unit}",
-                 {"memory": "e.g. 4096 (the deploy needs 2 GiB)", "vcpus": "e.g. 2",
-                  "drive_count": "e.g. 24 (mirrors need 2 or more)"}[key])
-    drive_size = parse_size_at(s["drive_size"], "drive_size" if "drive_size" in spec
-                               else "defaults.drive_size", name)
+            fail(
+                key,
+                f"must be at least {low} {unit}",
+                {
+                    "memory": "e.g. 4096 (the deploy needs 2 GiB)",
+                    "vcpus": "e.g. 2",
+                    "drive_count": "e.g. 24 (mirrors need 2 or more)",
+                }[key],
+            )
+    drive_size = parse_size_at(
+        s["drive_size"], "drive_size" if "drive_size" in spec else "defaults.drive_size", name
+    )
     if drive_size < MIN_DRIVE:
         fail("drive_size", "ZFS refuses drives smaller than 64M", "e.g. 512M")
     serial = s["drive_serial"]
@@ -367,16 +461,30 @@ def _vm(name, spec, defaults, prefix, image, section="vms"):
     try:
         serials = [serial.format(vm=name, index=i) for i in range(s["drive_count"])]
     except (KeyError, IndexError, ValueError) as e:
-        fail("drive_serial", f"not a format with the fields {{vm}} and {{index}} ({e})",
-             'e.g. "{vm}-nvme{index:02d}"')
+        fail(
+            "drive_serial",
+            f"not a format with the fields {{vm}} and {{index}} ({e})",
+            'e.g. "{vm}-nvme{index:02d}"',
+        )
     if len(set(serials)) != len(serials) or any(len(x) > 20 for x in serials):
-        fail("drive_serial", "drive serials must be unique and <= 20 characters",
-             'e.g. "{vm}-nvme{index:02d}"')
+        fail(
+            "drive_serial", "drive serials must be unique and <= 20 characters", 'e.g. "{vm}-nvme{index:02d}"'
+        )
     if len({len(x) for x in serials}) != 1 or serial.count("{index") != 1:
-        fail("drive_serial", "drive_serial needs one fixed-width {index:0Nd}",
-             'e.g. "{vm}-nvme{index:02d}"')
-    return VM(name=name, engine=s["engine"], role=s["role"], primary=s.get("primary"),
-              server_id=server_id, ssh_port=s["ssh_port"], private_address=str(address),
-              private_prefix=prefix, memory=s["memory"], vcpus=s["vcpus"],
-              drive_count=s["drive_count"], drive_size=drive_size, drive_serial=serial,
-              image=image)
+        fail("drive_serial", "drive_serial needs one fixed-width {index:0Nd}", 'e.g. "{vm}-nvme{index:02d}"')
+    return VM(
+        name=name,
+        engine=s["engine"],
+        role=s["role"],
+        primary=s.get("primary"),
+        server_id=server_id,
+        ssh_port=s["ssh_port"],
+        private_address=str(address),
+        private_prefix=prefix,
+        memory=s["memory"],
+        vcpus=s["vcpus"],
+        drive_count=s["drive_count"],
+        drive_size=drive_size,
+        drive_serial=serial,
+        image=image,
+    )

@@ -6,14 +6,16 @@ does no checking: roles.validation checks the same data first and names every pr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from roles import sizing, zfs_properties
 
 BY_ID = "/dev/disk/by-id/"
 
-def parse_size(value) -> int:
+
+def parse_size(value: object) -> int:
     """ZFS-style size ("16k", "16K", "1M", "16384") to bytes; ValueError if it is none."""
     size = zfs_properties.parse_size(value)
     if size is None:
@@ -21,7 +23,7 @@ def parse_size(value) -> int:
     return size
 
 
-def _get(data: Mapping, key: str, default=None):
+def _get(data: Mapping, key: str, default: object = None):
     # pyinfra's HostData has .get; plain dicts too.
     value = data.get(key, default)
     return default if value is None else value
@@ -39,9 +41,9 @@ class PoolSpec:
     def layout(self, drives: list[str]) -> tuple[list[list[str]], list[str]]:
         """Mirrors (consecutive drives pair up) and hot spares (the last `spares` drives)."""
         in_mirrors = drives[: len(drives) - self.spares] if self.spares else list(drives)
-        spares = drives[len(in_mirrors):]
+        spares = drives[len(in_mirrors) :]
         width = self.mirror_width
-        return [in_mirrors[i:i + width] for i in range(0, len(in_mirrors), width)], spares
+        return [in_mirrors[i : i + width] for i in range(0, len(in_mirrors), width)], spares
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class HostConfig:
     db_users: list = field(default_factory=list)
 
     @classmethod
-    def from_data(cls, name: str, data: Mapping[str, Any]) -> "HostConfig":
+    def from_data(cls, name: str, data: Mapping[str, Any]) -> HostConfig:
         engine = data.get("engine")
         datasets = {}
         defaults = _get(data, "zfs_datasets", {})
@@ -81,8 +83,11 @@ class HostConfig:
         roles = _get(data, "zfs_dataset_roles", {})
         roles = roles.get(engine) if isinstance(roles, Mapping) and isinstance(engine, str) else None
         roles = dict(roles) if isinstance(roles, Mapping) else {}
-        if isinstance(defaults, Mapping) and isinstance(engine, str) \
-                and isinstance(defaults.get(engine), Mapping):
+        if (
+            isinstance(defaults, Mapping)
+            and isinstance(engine, str)
+            and isinstance(defaults.get(engine), Mapping)
+        ):
             # Parents before their children (the order they are created in), whatever the order
             # the data lists them in.
             for ds in sorted(defaults[engine], key=lambda ds: str(ds).count("/")):

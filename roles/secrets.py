@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import yaml
 
@@ -53,20 +53,23 @@ def load(environ: Mapping[str, str] | None = None) -> Secrets:
     if path.exists():
         real = path.resolve()
         if real == REPO_ROOT or REPO_ROOT in real.parents:
-            raise SecretsError(f"secrets file {path} is inside the repository; keep it outside "
-                               "(e.g. ~/.config/dbzfs/secrets.yml)")
+            raise SecretsError(
+                f"secrets file {path} is inside the repository; keep it outside "
+                "(e.g. ~/.config/dbzfs/secrets.yml)"
+            )
         mode = real.stat().st_mode
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise SecretsError(f"secrets file {path} is readable by others (mode "
-                               f"{stat.S_IMODE(mode):04o}); run: chmod 600 {path}")
+            raise SecretsError(
+                f"secrets file {path} is readable by others (mode "
+                f"{stat.S_IMODE(mode):04o}); run: chmod 600 {path}"
+            )
         values.update(_read_file(path, real))
         sources.append(str(path))
     for name, value in environ.items():
         if name.startswith(ENV_PREFIX) and value:
-            values[name[len(ENV_PREFIX):].lower()] = value
+            values[name[len(ENV_PREFIX) :].lower()] = value
             sources.append(name)
-    return Secrets(values, ", ".join(sources) or
-                   f"no {ENV_PREFIX}* variables, no file at {path}")
+    return Secrets(values, ", ".join(sources) or f"no {ENV_PREFIX}* variables, no file at {path}")
 
 
 _STR_TAG = "tag:yaml.org,2002:str"
@@ -76,19 +79,27 @@ _NULL_TAG = "tag:yaml.org,2002:null"
 def _read_file(path: Path, real: Path) -> dict[str, str]:
     """key -> secret from a flat YAML mapping. Every error names the file and the line (and
     column) only: YAML's own messages quote the file, and that would print secrets."""
-    def error(what: str, mark=None, fix: str = "") -> SecretsError:
+
+    def error(what: str, mark: yaml.Mark | None = None, fix: str = "") -> SecretsError:
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        return SecretsError(f"secrets file {path}{where}: {what}. Fix: "
-                            + (fix or "one 'key: secret' per line, e.g. replication_password: "
-                                      "'...' (quote secrets holding : # ' or \")"))
+        return SecretsError(
+            f"secrets file {path}{where}: {what}. Fix: "
+            + (
+                fix
+                or "one 'key: secret' per line, e.g. replication_password: "
+                "'...' (quote secrets holding : # ' or \")"
+            )
+        )
 
     try:
         text = real.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise error("not UTF-8 text", fix="save it as UTF-8") from None
     except OSError as exc:
-        raise SecretsError(f"secrets file {path}: cannot read it ({exc.strerror}). Fix: make it "
-                           "readable by its owner (chmod 600)") from None
+        raise SecretsError(
+            f"secrets file {path}: cannot read it ({exc.strerror}). Fix: make it "
+            "readable by its owner (chmod 600)"
+        ) from None
     try:
         # Nodes, not Python values: YAML would turn a secret written as yes, 0123 or 1e3 into
         # True, 83 or 1000.0; the secret is the text as written.
@@ -111,8 +122,9 @@ def _read_file(path: Path, real: Path) -> dict[str, str]:
             kind = "a list" if isinstance(value, yaml.SequenceNode) else "a mapping"
             raise error(f"the value is {kind}, not one secret", value.start_mark)
         if key.value in lines:
-            raise error(f"a key repeats the one on line {lines[key.value]}", key.start_mark,
-                        "keep one line per key")
+            raise error(
+                f"a key repeats the one on line {lines[key.value]}", key.start_mark, "keep one line per key"
+            )
         lines[key.value] = key.start_mark.line + 1
         if value.tag != _NULL_TAG:
             values[key.value] = value.value

@@ -13,13 +13,12 @@ import ipaddress
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from roles import db_settings
-from roles import secrets as secrets_mod
-from roles import zfs_module_params
+from roles import db_settings, secrets as secrets_mod, zfs_module_params
 from roles.hostdata import BY_ID, HostConfig, parse_size
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -27,17 +26,44 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ("mariadb", "postgresql")
 ROLES = ("primary", "replica")
 WORKLOADS = ("oltp", "analytics")
-COMPRESSION_RE = re.compile(r"^(on|off|lz4|lzjb|gzip(-[1-9])?|zle|zstd(-([1-9]|1[0-9]))?"
-                            r"|zstd-fast(-([1-9]|[1-9][0-9]|[1-9]00|1000))?)$")
+COMPRESSION_RE = re.compile(
+    r"^(on|off|lz4|lzjb|gzip(-[1-9])?|zle|zstd(-([1-9]|1[0-9]))?"
+    r"|zstd-fast(-([1-9]|[1-9][0-9]|[1-9]00|1000))?)$"
+)
 DATASET_PROPERTIES = {
-    "mountpoint", "atime", "relatime", "xattr", "dnodesize", "acltype", "recordsize",
-    "primarycache", "secondarycache", "logbias", "redundant_metadata", "compression", "sync",
-    "checksum", "copies", "quota", "refquota", "reservation", "refreservation", "snapdir",
-    "special_small_blocks", "canmount", "exec", "setuid", "devices",
+    "mountpoint",
+    "atime",
+    "relatime",
+    "xattr",
+    "dnodesize",
+    "acltype",
+    "recordsize",
+    "primarycache",
+    "secondarycache",
+    "logbias",
+    "redundant_metadata",
+    "compression",
+    "sync",
+    "checksum",
+    "copies",
+    "quota",
+    "refquota",
+    "reservation",
+    "refreservation",
+    "snapdir",
+    "special_small_blocks",
+    "canmount",
+    "exec",
+    "setuid",
+    "devices",
 }
 ON_OFF = ("on", "off")
 CHOICES = {
-    "atime": ON_OFF, "relatime": ON_OFF, "exec": ON_OFF, "setuid": ON_OFF, "devices": ON_OFF,
+    "atime": ON_OFF,
+    "relatime": ON_OFF,
+    "exec": ON_OFF,
+    "setuid": ON_OFF,
+    "devices": ON_OFF,
     "xattr": ("on", "off", "sa", "dir"),
     "dnodesize": ("legacy", "auto", "1k", "2k", "4k", "8k", "16k"),
     "acltype": ("off", "noacl", "posixacl", "posix", "nfsv4"),
@@ -47,14 +73,23 @@ CHOICES = {
     "redundant_metadata": ("all", "most", "some", "none"),
     "sync": ("standard", "always", "disabled"),
     "canmount": ("on", "off", "noauto"),
-    "checksum": ("on", "off", "fletcher2", "fletcher4", "sha256", "noparity", "sha512", "skein",
-                 "edonr", "blake3"),
+    "checksum": (
+        "on",
+        "off",
+        "fletcher2",
+        "fletcher4",
+        "sha256",
+        "noparity",
+        "sha512",
+        "skein",
+        "edonr",
+        "blake3",
+    ),
     "snapdir": ("hidden", "visible"),
     "copies": ("1", "2", "3"),
 }
 # Properties holding a byte count, written as ZFS takes them: 16k, 16K, 16KiB, 1.5M, 16384.
-SIZE_PROPERTIES = {"recordsize", "quota", "refquota", "reservation", "refreservation",
-                   "special_small_blocks"}
+SIZE_PROPERTIES = {"recordsize", "quota", "refquota", "reservation", "refreservation", "special_small_blocks"}
 NONE_SIZE_PROPERTIES = {"quota", "refquota", "reservation", "refreservation"}
 # zfs_nicestrtonum (libzfs): digits, an optional fraction, then B or one of KMGTPEZ followed by
 # nothing, B or iB (any case). No space between number and unit.
@@ -75,7 +110,7 @@ DATASET_ROLES = ("parent", "data", "log")
 # Keys group_data/all.py once documented and nothing reads any more: setting one is a mistake.
 RETIRED_KEYS = {
     "db_port": "nothing reads it: the servers listen on their default port (MariaDB 3306, "
-               "PostgreSQL 5432); remove it",
+    "PostgreSQL 5432); remove it",
 }
 OUR_PREFIXES = ("zpool_", "zfs_", "db_", "drive", "wipe_")
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -156,8 +191,9 @@ class InventoryError(Exception):
         super().__init__(format_problems(problems, source, what="in the inventory file"))
 
 
-def format_problems(problems: list[Problem], source: str | None = None,
-                    what: str = "in the inventory data") -> str:
+def format_problems(
+    problems: list[Problem], source: str | None = None, what: str = "in the inventory data"
+) -> str:
     """The report: one header naming the inventory file (when known), one line per problem."""
     where = f"{source}: " if source else ""
     lines = [f"{where}{len(problems)} problem(s) {what}; no host was changed:"]
@@ -173,15 +209,30 @@ USER_KEYS = {
 }
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value) -> bool:
+def _is_str(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_privileges(value: object) -> bool:
+    """MariaDB privileges: "SELECT,INSERT" or a list of names."""
+    return isinstance(value, str) or (
+        isinstance(value, (list, tuple)) and all(isinstance(p, str) for p in value)
+    )
+
+
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _kind(value) -> str:
+def _kind(value: object) -> str:
     """What a value is, in the words the messages use."""
     if value is None:
         return "None"
@@ -200,7 +251,7 @@ def _kind(value) -> str:
     return f"a {type(value).__name__}"
 
 
-def _has_kind(value, kind: str) -> bool:
+def _has_kind(value: object, kind: str) -> bool:
     if kind == _STR:
         return isinstance(value, str)
     if kind == _INT:
@@ -210,19 +261,18 @@ def _has_kind(value, kind: str) -> bool:
     return isinstance(value, Mapping)
 
 
-def _close(word: str, choices) -> list[str]:
+def _close(word: str, choices: Iterable[str]) -> list[str]:
     return difflib.get_close_matches(word, sorted(choices), n=3, cutoff=0.75)
 
 
-def _size_ok(value) -> bool:
+def _size_ok(value: object) -> bool:
     """A byte count as `zfs set` takes it (and parse_size reads it)."""
     if _is_int(value):
         return value >= 0
-    return (isinstance(value, str) and bool(ZFS_SIZE_RE.match(value))
-            and parse_size_or_none(value) is not None)
+    return isinstance(value, str) and bool(ZFS_SIZE_RE.match(value)) and parse_size_or_none(value) is not None
 
 
-def parse_size_or_none(value) -> int | None:
+def parse_size_or_none(value: object) -> int | None:
     try:
         return parse_size(value)
     except ValueError:
@@ -239,15 +289,20 @@ class _Checker:
         self.data: dict[str, dict] = {}
         for name, data in hosts.items():
             if not isinstance(data, Mapping):
-                self.add(str(name), "host data", data, f"is {_kind(data)}, not a mapping",
-                         'list the host as ("name", {"engine": ..., ...})')
+                self.add(
+                    str(name),
+                    "host data",
+                    data,
+                    f"is {_kind(data)}, not a mapping",
+                    'list the host as ("name", {"engine": ..., ...})',
+                )
                 continue
             self.data[name] = self.types(name, data)
         self.cfg = {name: HostConfig.from_data(name, data) for name, data in self.data.items()}
         # Hosts whose parent, data and log datasets are named and declared.
         self.named: set[str] = set()
 
-    def add(self, host, key, value, message, fix=""):
+    def add(self, host: str | None, key: str, value: object, message: str, fix: str = "") -> None:
         self.problems.append(Problem(host, key, value, message, fix))
 
     def ok(self, c: HostConfig | str, *keys: str) -> bool:
@@ -296,81 +351,103 @@ class _Checker:
                 del clean[key]
         return clean
 
-    def type_items(self, name: str, key: str, items, kind: str, example: str) -> bool:
+    def type_items(self, name: str, key: str, items: Sequence[Any], kind: str, example: str) -> bool:
         good = True
         for i, item in enumerate(items):
             if not _has_kind(item, kind):
-                self.add(name, f"{key}[{i}]", item, f"must be {kind}, not {_kind(item)}",
-                         f"e.g. {example}")
+                self.add(name, f"{key}[{i}]", item, f"must be {kind}, not {_kind(item)}", f"e.g. {example}")
                 good = False
         return good
 
-    def type_drives(self, name, key, value) -> bool:
+    def type_drives(self, name: str, key: str, value: Sequence[object]) -> bool:
         return self.type_items(name, key, value, _STR, '"/dev/disk/by-id/nvme-..."')
 
     type_wipe_drives = type_drives
 
-    def type_db_client_networks(self, name, key, value) -> bool:
+    def type_db_client_networks(self, name: str, key: str, value: Sequence[object]) -> bool:
         return self.type_items(name, key, value, _STR, '"10.1.0.0/16"')
 
-    def type_hardware(self, name, key, value) -> bool:
+    def type_hardware(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         good = True
         for field in sorted(set(value) - {"ram_bytes", "cpus"}, key=str):
-            self.add(name, f"{key}[{field!r}]", value[field], "unknown hardware key",
-                     "use only ram_bytes and cpus")
+            self.add(
+                name, f"{key}[{field!r}]", value[field], "unknown hardware key", "use only ram_bytes and cpus"
+            )
             good = False
         missing = [field for field in ("ram_bytes", "cpus") if field not in value]
         if missing:
-            self.add(name, key, value, f"misses {' and '.join(missing)}",
-                     'give both, e.g. {"ram_bytes": 4 * 1024**3, "cpus": 2}')
+            self.add(
+                name,
+                key,
+                value,
+                f"misses {' and '.join(missing)}",
+                'give both, e.g. {"ram_bytes": 4 * 1024**3, "cpus": 2}',
+            )
             good = False
         for field in ("ram_bytes", "cpus"):
             if field in missing:
                 continue
             elif not _is_int(value[field]):
-                self.add(name, f"{key}[{field!r}]", value[field],
-                         f"must be an integer, not {_kind(value[field])}",
-                         "bytes as an integer, e.g. 4 * 1024**3" if field == "ram_bytes"
-                         else "a count, e.g. 2")
+                self.add(
+                    name,
+                    f"{key}[{field!r}]",
+                    value[field],
+                    f"must be an integer, not {_kind(value[field])}",
+                    "bytes as an integer, e.g. 4 * 1024**3" if field == "ram_bytes" else "a count, e.g. 2",
+                )
                 good = False
         return good
 
-    def type_engine_keys(self, name, key, value) -> bool:
+    def type_engine_keys(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         """A mapping keyed by engine: no other keys, each value a mapping."""
         good = True
         for engine, per_engine in value.items():
             where = f"{key}[{engine!r}]"
             if engine not in ENGINES:
-                self.add(name, where, per_engine, "not an engine",
-                         f"key it by engine: {list(ENGINES)}")
+                self.add(name, where, per_engine, "not an engine", f"key it by engine: {list(ENGINES)}")
                 good = False
             elif not isinstance(per_engine, Mapping):
-                self.add(name, where, per_engine, f"must be a mapping, not {_kind(per_engine)}",
-                         "keep the shape of the default in group_data/all.py")
+                self.add(
+                    name,
+                    where,
+                    per_engine,
+                    f"must be a mapping, not {_kind(per_engine)}",
+                    "keep the shape of the default in group_data/all.py",
+                )
                 good = False
         return good
 
-    def type_properties(self, name: str, where: str, props) -> bool:
+    def type_properties(self, name: str, where: str, props: object) -> bool:
         """dataset -> {property: value}: property names are strings, values strings or
         integers (ZFS takes text; on/off are words, not booleans)."""
         if not isinstance(props, Mapping):
-            self.add(name, where, props, f"must be a mapping of property -> value, not "
-                     f"{_kind(props)}", 'e.g. {"recordsize": "16k"}')
+            self.add(
+                name,
+                where,
+                props,
+                f"must be a mapping of property -> value, not {_kind(props)}",
+                'e.g. {"recordsize": "16k"}',
+            )
             return False
         good = True
         for prop, value in props.items():
             if not isinstance(prop, str):
-                self.add(name, f"{where}[{prop!r}]", value, "a property name must be a string",
-                         'e.g. "recordsize"')
+                self.add(
+                    name, f"{where}[{prop!r}]", value, "a property name must be a string", 'e.g. "recordsize"'
+                )
                 good = False
             elif not (isinstance(value, str) or _is_int(value)):
-                self.add(name, f"{where}[{prop!r}]", value,
-                         f"must be a string or an integer, not {_kind(value)}",
-                         'write it as zfs set takes it, e.g. "16k", "off", "/datastore/mysql"')
+                self.add(
+                    name,
+                    f"{where}[{prop!r}]",
+                    value,
+                    f"must be a string or an integer, not {_kind(value)}",
+                    'write it as zfs set takes it, e.g. "16k", "off", "/datastore/mysql"',
+                )
                 good = False
         return good
 
-    def type_zfs_datasets(self, name, key, value) -> bool:
+    def type_zfs_datasets(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         if not self.type_engine_keys(name, key, value):
             return False
         good = True
@@ -378,132 +455,179 @@ class _Checker:
             for ds, props in datasets.items():
                 where = f"{key}[{engine!r}][{ds!r}]"
                 if not isinstance(ds, str):
-                    self.add(name, where, props, "a dataset name must be a string",
-                             'e.g. "datastore/mysql"')
+                    self.add(name, where, props, "a dataset name must be a string", 'e.g. "datastore/mysql"')
                     good = False
                 else:
                     good = self.type_properties(name, where, props) and good
         return good
 
-    def type_zfs_dataset_roles(self, name, key, value) -> bool:
+    def type_zfs_dataset_roles(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         if not self.type_engine_keys(name, key, value):
             return False
         good = True
         for engine, roles in value.items():
             where = f"{key}[{engine!r}]"
             for role in sorted(set(roles) - set(DATASET_ROLES), key=str):
-                self.add(name, f"{where}[{role!r}]", roles[role], "not a dataset role",
-                         f"use only {', '.join(DATASET_ROLES)}")
+                self.add(
+                    name,
+                    f"{where}[{role!r}]",
+                    roles[role],
+                    "not a dataset role",
+                    f"use only {', '.join(DATASET_ROLES)}",
+                )
                 good = False
             for role in DATASET_ROLES:
                 if role not in roles:
-                    self.add(name, f"{where}[{role!r}]", None, "missing",
-                             f"name the {role} dataset of {engine}, one of zfs_datasets"
-                             f"[{engine!r}]")
+                    self.add(
+                        name,
+                        f"{where}[{role!r}]",
+                        None,
+                        "missing",
+                        f"name the {role} dataset of {engine}, one of zfs_datasets[{engine!r}]",
+                    )
                     good = False
                 elif not isinstance(roles[role], str):
-                    self.add(name, f"{where}[{role!r}]", roles[role],
-                             f"must be a dataset name (a string), not {_kind(roles[role])}",
-                             "keep the default from group_data/all.py")
+                    self.add(
+                        name,
+                        f"{where}[{role!r}]",
+                        roles[role],
+                        f"must be a dataset name (a string), not {_kind(roles[role])}",
+                        "keep the default from group_data/all.py",
+                    )
                     good = False
         return good
 
-    def type_zfs_dataset_properties(self, name, key, value) -> bool:
+    def type_zfs_dataset_properties(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         good = True
         for ds, props in value.items():
             where = f"{key}[{ds!r}]"
             if not isinstance(ds, str):
-                self.add(name, where, props, "a dataset name must be a string",
-                         'e.g. "datastore/postgresql"')
+                self.add(name, where, props, "a dataset name must be a string", 'e.g. "datastore/postgresql"')
                 good = False
             else:
                 good = self.type_properties(name, where, props) and good
         return good
 
-    def type_zfs_module_params(self, name, key, value) -> bool:
+    def type_zfs_module_params(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         good = True
         for param, setting in value.items():
             where = f"{key}[{param!r}]"
             if not isinstance(param, str):
-                self.add(name, where, setting, "a parameter name must be a string",
-                         'e.g. "zfs_txg_timeout"')
+                self.add(name, where, setting, "a parameter name must be a string", 'e.g. "zfs_txg_timeout"')
                 good = False
             elif not _is_int(setting):
                 size = parse_size_or_none(setting) if isinstance(setting, str) else None
-                fix = (f"write {size} (bytes)" if size is not None and not str(setting).isdigit()
-                       else "an integer in the parameter's unit, e.g. 4294967296 for 4 GiB")
+                fix = (
+                    f"write {size} (bytes)"
+                    if size is not None and not str(setting).isdigit()
+                    else "an integer in the parameter's unit, e.g. 4294967296 for 4 GiB"
+                )
                 if isinstance(setting, str) and setting.strip().isdigit():
                     fix = f"write it as a number: {int(setting)}"
-                self.add(name, where, setting,
-                         f"must be an integer, not {_kind(setting)}: the kernel takes integers "
-                         "only (no unit suffixes, no fractions)", fix)
+                self.add(
+                    name,
+                    where,
+                    setting,
+                    f"must be an integer, not {_kind(setting)}: the kernel takes integers "
+                    "only (no unit suffixes, no fractions)",
+                    fix,
+                )
                 good = False
         return good
 
-    def type_db_settings(self, name, key, value) -> bool:
+    def type_db_settings(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         good = True
         for setting, setting_value in value.items():
             where = f"{key}[{setting!r}]"
             if not isinstance(setting, str) or not setting:
-                self.add(name, where, setting_value, "a setting name must be a non-empty string",
-                         'e.g. "innodb_io_capacity" or "work_mem"')
+                self.add(
+                    name,
+                    where,
+                    setting_value,
+                    "a setting name must be a non-empty string",
+                    'e.g. "innodb_io_capacity" or "work_mem"',
+                )
                 good = False
             elif not (isinstance(setting_value, (str, bool)) or _is_number(setting_value)):
-                self.add(name, where, setting_value,
-                         f"must be a single value (string, number or boolean), not "
-                         f"{_kind(setting_value)}",
-                         "write it as the server's config file takes it, e.g. 2000 or \"8MB\"; "
-                         "remove the key for the sized default")
+                self.add(
+                    name,
+                    where,
+                    setting_value,
+                    f"must be a single value (string, number or boolean), not {_kind(setting_value)}",
+                    'write it as the server\'s config file takes it, e.g. 2000 or "8MB"; '
+                    "remove the key for the sized default",
+                )
                 good = False
         return good
 
-    def type_entries(self, name: str, key: str, entries, fields: Mapping[str, tuple]) -> bool:
+    def type_entries(self, name: str, key: str, entries: Sequence[Any], fields: Mapping[str, tuple]) -> bool:
         """A list of mappings; fields: field -> (check, what it must be, example); "name" is
         required."""
         good = True
         for i, entry in enumerate(entries):
             where = f"{key}[{i}]"
             if not isinstance(entry, Mapping):
-                self.add(name, where, entry, f"must be a mapping, not {_kind(entry)}",
-                         f"e.g. {KEY_TYPES[key][2][1:-1]}")
+                self.add(
+                    name,
+                    where,
+                    entry,
+                    f"must be a mapping, not {_kind(entry)}",
+                    f"e.g. {KEY_TYPES[key][2][1:-1]}",
+                )
                 good = False
                 continue
             for field in sorted(set(entry) - set(fields), key=str):
-                self.add(name, f"{where}.{field}", entry[field], f"not a {key} setting",
-                         f"use only {', '.join(fields)}")
+                self.add(
+                    name,
+                    f"{where}.{field}",
+                    entry[field],
+                    f"not a {key} setting",
+                    f"use only {', '.join(fields)}",
+                )
                 good = False
             if "name" not in entry:
                 self.add(name, f"{where}.name", None, "missing", f"e.g. {KEY_TYPES[key][2][1:-1]}")
                 good = False
             for field, (check, must, example) in fields.items():
                 if field in entry and not check(entry[field]):
-                    self.add(name, f"{where}.{field}", entry[field],
-                             f"must be {must}, not {_kind(entry[field])}", f"e.g. {example}")
+                    self.add(
+                        name,
+                        f"{where}.{field}",
+                        entry[field],
+                        f"must be {must}, not {_kind(entry[field])}",
+                        f"e.g. {example}",
+                    )
                     good = False
         return good
 
-    def type_databases(self, name, key, value) -> bool:
-        is_str = lambda v: isinstance(v, str)  # noqa: E731
-        return self.type_entries(name, key, value, {
-            "name": (is_str, _STR, '"app"'),
-            "owner": (is_str, "a user's name (a string)", '"app"'),
-        })
+    def type_databases(self, name: str, key: str, value: Sequence[object]) -> bool:
+        return self.type_entries(
+            name,
+            key,
+            value,
+            {
+                "name": (_is_str, _STR, '"app"'),
+                "owner": (_is_str, "a user's name (a string)", '"app"'),
+            },
+        )
 
-    def type_db_users(self, name, key, value) -> bool:
-        is_str = lambda v: isinstance(v, str)  # noqa: E731
-        privileges = lambda v: isinstance(v, str) or (  # noqa: E731
-            isinstance(v, (list, tuple)) and all(isinstance(p, str) for p in v))
-        return self.type_entries(name, key, value, {
-            "name": (is_str, _STR, '"app"'),
-            "password_secret": (is_str, "a secret's name (a string)", '"app_password"'),
-            "database": (is_str, "a database's name (a string)", '"app"'),
-            "privileges": (privileges, "a string or a list of strings", '"SELECT,INSERT"'),
-            "owner": (lambda v: isinstance(v, bool), "true or false", "True"),
-        })
+    def type_db_users(self, name: str, key: str, value: Sequence[object]) -> bool:
+        return self.type_entries(
+            name,
+            key,
+            value,
+            {
+                "name": (_is_str, _STR, '"app"'),
+                "password_secret": (_is_str, "a secret's name (a string)", '"app_password"'),
+                "database": (_is_str, "a database's name (a string)", '"app"'),
+                "privileges": (_is_privileges, "a string or a list of strings", '"SELECT,INSERT"'),
+                "owner": (_is_bool, "true or false", "True"),
+            },
+        )
 
     # --- per host ----------------------------------------------------------------------------
 
-    def keys(self, name):
+    def keys(self, name: str) -> None:
         for key in self.data[name]:
             if not isinstance(key, str) or key in KNOWN_KEYS:
                 continue
@@ -511,121 +635,198 @@ class _Checker:
             if key in RETIRED_KEYS:
                 self.add(name, key, value, "unknown key", RETIRED_KEYS[key])
             elif key.startswith(OUR_PREFIXES):
-                close = _close(key, KNOWN_KEYS) or sorted(k for k in KNOWN_KEYS
-                                                         if k.startswith(key[:5]))
+                close = _close(key, KNOWN_KEYS) or sorted(k for k in KNOWN_KEYS if k.startswith(key[:5]))
                 hint = f"did you mean one of {close}?" if close else "remove it"
                 self.add(name, key, value, "unknown key", hint)
             elif _close(key, KNOWN_KEYS):  # e.g. "replication_adress": a silent default
-                self.add(name, key, value, "unknown key",
-                         f"did you mean one of {_close(key, KNOWN_KEYS)}?")
+                self.add(name, key, value, "unknown key", f"did you mean one of {_close(key, KNOWN_KEYS)}?")
 
-    def identity(self, c: HostConfig):
+    def identity(self, c: HostConfig) -> None:
         if self.ok(c, "engine") and c.engine not in ENGINES:
             self.add(c.name, "engine", c.engine, "unknown engine", f"use one of {list(ENGINES)}")
         if self.ok(c, "role") and c.role not in ROLES:
             self.add(c.name, "role", c.role, "unknown role", f"use one of {list(ROLES)}")
         if self.ok(c, "workload") and c.workload not in WORKLOADS:
-            self.add(c.name, "workload", c.workload, "unknown workload",
-                     f"use one of {list(WORKLOADS)}")
+            self.add(c.name, "workload", c.workload, "unknown workload", f"use one of {list(WORKLOADS)}")
         if not self.ok(c, "engine", "server_id"):
             pass
         elif c.engine == "mariadb" and not (_is_int(c.server_id) and 1 <= c.server_id < 2**32):
-            self.add(c.name, "server_id", c.server_id, "MariaDB needs a unique server_id",
-                     "set an integer 1..4294967295, unique within the replication group")
+            self.add(
+                c.name,
+                "server_id",
+                c.server_id,
+                "MariaDB needs a unique server_id",
+                "set an integer 1..4294967295, unique within the replication group",
+            )
         elif c.engine == "postgresql" and c.server_id is not None:
-            self.add(c.name, "server_id", c.server_id,
-                     "PostgreSQL has no server_id (it would be ignored)", "remove it")
+            self.add(
+                c.name,
+                "server_id",
+                c.server_id,
+                "PostgreSQL has no server_id (it would be ignored)",
+                "remove it",
+            )
         if self.ok(c, "replication_address") and c.replication_address is not None:
             try:
                 address = ipaddress.ip_address(c.replication_address)
             except ValueError:
-                self.add(c.name, "replication_address", c.replication_address,
-                         "not an IP address", "set the host's address on the replication network")
+                self.add(
+                    c.name,
+                    "replication_address",
+                    c.replication_address,
+                    "not an IP address",
+                    "set the host's address on the replication network",
+                )
             else:
                 if address.is_unspecified or address.is_loopback or address.is_multicast:
-                    self.add(c.name, "replication_address", c.replication_address,
-                             "other hosts cannot reach this host at that address",
-                             "set the host's own address on the replication network")
+                    self.add(
+                        c.name,
+                        "replication_address",
+                        c.replication_address,
+                        "other hosts cannot reach this host at that address",
+                        "set the host's own address on the replication network",
+                    )
         hw = c.hardware
-        if self.ok(c, "hardware") and hw is not None and not (
-                hw["ram_bytes"] >= 2 * 1024**3 and hw["cpus"] >= 1):
-            self.add(c.name, "hardware", hw, "needs ram_bytes >= 2 GiB and cpus >= 1",
-                     'e.g. {"ram_bytes": 4 * 1024**3, "cpus": 2}')
-        if self.ok(c, "max_connections") and c.max_connections is not None and not (
-                1 <= c.max_connections <= 100000):
-            self.add(c.name, "max_connections", c.max_connections, "out of range",
-                     "an integer 1..100000, or None for the sized default")
+        if (
+            self.ok(c, "hardware")
+            and hw is not None
+            and not (hw["ram_bytes"] >= 2 * 1024**3 and hw["cpus"] >= 1)
+        ):
+            self.add(
+                c.name,
+                "hardware",
+                hw,
+                "needs ram_bytes >= 2 GiB and cpus >= 1",
+                'e.g. {"ram_bytes": 4 * 1024**3, "cpus": 2}',
+            )
+        if (
+            self.ok(c, "max_connections")
+            and c.max_connections is not None
+            and not (1 <= c.max_connections <= 100000)
+        ):
+            self.add(
+                c.name,
+                "max_connections",
+                c.max_connections,
+                "out of range",
+                "an integer 1..100000, or None for the sized default",
+            )
         for net in c.client_networks:
             try:
                 network = ipaddress.ip_network(net)
             except ValueError:
-                self.add(c.name, "db_client_networks", net, "not a network",
-                         'use CIDR notation, e.g. "10.1.0.0/16"')
+                self.add(
+                    c.name,
+                    "db_client_networks",
+                    net,
+                    "not a network",
+                    'use CIDR notation, e.g. "10.1.0.0/16"',
+                )
                 continue
             if c.engine == "mariadb" and network.version == 6 and network.num_addresses > 1:
-                self.add(c.name, "db_client_networks", net,
-                         "MariaDB accounts cannot match an IPv6 network (netmasks are IPv4 only)",
-                         "list IPv4 networks, or single IPv6 addresses (/128)")
+                self.add(
+                    c.name,
+                    "db_client_networks",
+                    net,
+                    "MariaDB accounts cannot match an IPv6 network (netmasks are IPv4 only)",
+                    "list IPv4 networks, or single IPv6 addresses (/128)",
+                )
 
-    def drives(self, c: HostConfig):
+    def drives(self, c: HostConfig) -> None:
         if not self.ok(c, "drives", "drive_pattern", "drive_count"):
             return
         if c.drives and c.drive_pattern:
-            self.add(c.name, "drives", c.drives, "both drives and drive_pattern are set",
-                     "keep one of them")
+            self.add(c.name, "drives", c.drives, "both drives and drive_pattern are set", "keep one of them")
         if not c.drives and not c.drive_pattern:
-            self.add(c.name, "drives", c.drives, "no drives declared",
-                     "list /dev/disk/by-id paths in drives, or set drive_pattern and drive_count")
+            self.add(
+                c.name,
+                "drives",
+                c.drives,
+                "no drives declared",
+                "list /dev/disk/by-id paths in drives, or set drive_pattern and drive_count",
+            )
             return
         if c.drives:
             for d in c.drives:
-                if not str(d).startswith(BY_ID) or "/" in str(d)[len(BY_ID):]:
-                    self.add(c.name, "drives", d, "not a /dev/disk/by-id path",
-                             "name every drive by its stable id (ls -l /dev/disk/by-id)")
+                if not str(d).startswith(BY_ID) or "/" in str(d)[len(BY_ID) :]:
+                    self.add(
+                        c.name,
+                        "drives",
+                        d,
+                        "not a /dev/disk/by-id path",
+                        "name every drive by its stable id (ls -l /dev/disk/by-id)",
+                    )
                 elif re.search(r"-part\d+$", str(d)):
-                    self.add(c.name, "drives", d, "is a partition",
-                             "give ZFS the whole drive, without -partN")
+                    self.add(
+                        c.name, "drives", d, "is a partition", "give ZFS the whole drive, without -partN"
+                    )
             dupes = sorted({d for d in c.drives if c.drives.count(d) > 1})
             for d in dupes:
                 self.add(c.name, "drives", d, "listed more than once", "list each drive once")
         else:
-            if "/" in c.drive_pattern or not c.drive_pattern.strip() or re.search(
-                    r"\s", c.drive_pattern):
-                self.add(c.name, "drive_pattern", c.drive_pattern,
-                         "must be a glob of names under /dev/disk/by-id, without a path or spaces",
-                         'e.g. "nvme-INTEL_SSDPE2KE064T8_*"')
+            if "/" in c.drive_pattern or not c.drive_pattern.strip() or re.search(r"\s", c.drive_pattern):
+                self.add(
+                    c.name,
+                    "drive_pattern",
+                    c.drive_pattern,
+                    "must be a glob of names under /dev/disk/by-id, without a path or spaces",
+                    'e.g. "nvme-INTEL_SSDPE2KE064T8_*"',
+                )
             if not (_is_int(c.drive_count) and c.drive_count >= 2):
-                self.add(c.name, "drive_count", c.drive_count,
-                         "drive_pattern needs the number of drives it must match",
-                         "set drive_count, e.g. 24")
+                self.add(
+                    c.name,
+                    "drive_count",
+                    c.drive_count,
+                    "drive_pattern needs the number of drives it must match",
+                    "set drive_count, e.g. 24",
+                )
         if not self.ok(c, "wipe_drives"):
             return
         for d in c.wipe_drives:
-            in_list = d in c.drives if c.drives else (
-                str(d).startswith(BY_ID) and fnmatch.fnmatch(str(d)[len(BY_ID):], c.drive_pattern))
+            in_list = (
+                d in c.drives
+                if c.drives
+                else (str(d).startswith(BY_ID) and fnmatch.fnmatch(str(d)[len(BY_ID) :], c.drive_pattern))
+            )
             if not in_list:
-                self.add(c.name, "wipe_drives", d, "is not one of this host's pool drives",
-                         "only drives of this host's pool can be opted in to wiping")
+                self.add(
+                    c.name,
+                    "wipe_drives",
+                    d,
+                    "is not one of this host's pool drives",
+                    "only drives of this host's pool can be opted in to wiping",
+                )
 
-    def pool(self, c: HostConfig):
+    def pool(self, c: HostConfig) -> None:
         p = c.pool
         if self.ok(c, "zpool_name"):
             self.pool_name(c, p.name)
         if self.ok(c, "zpool_ashift") and not 9 <= p.ashift <= 16:
-            self.add(c.name, "zpool_ashift", p.ashift, "out of range 9..16",
-                     "12 for 4 KiB sectors, 13 for 8 KiB flash pages")
+            self.add(
+                c.name,
+                "zpool_ashift",
+                p.ashift,
+                "out of range 9..16",
+                "12 for 4 KiB sectors, 13 for 8 KiB flash pages",
+            )
         for key, value in (("zpool_autoreplace", p.autoreplace), ("zpool_autotrim", p.autotrim)):
             if self.ok(c, key) and value not in ON_OFF:
                 self.add(c.name, key, value, "must be on or off", 'use "on" or "off"')
         t = c.capacity_threshold
         if self.ok(c, "zfs_capacity_threshold") and not 10 <= t <= 90:
-            self.add(c.name, "zfs_capacity_threshold", t, "out of range 10..90 (percent)",
-                     "80 keeps ZFS's allocator and the flash fast [Heap]")
+            self.add(
+                c.name,
+                "zfs_capacity_threshold",
+                t,
+                "out of range 10..90 (percent)",
+                "80 keeps ZFS's allocator and the flash fast [Heap]",
+            )
         if not self.ok(c, "zpool_mirror_width", "zpool_spares"):
             return
         if not 2 <= p.mirror_width <= 4:
-            self.add(c.name, "zpool_mirror_width", p.mirror_width, "must be 2, 3 or 4",
-                     "use 2 for two-way mirrors")
+            self.add(
+                c.name, "zpool_mirror_width", p.mirror_width, "must be 2, 3 or 4", "use 2 for two-way mirrors"
+            )
             return
         if p.spares < 0:
             self.add(c.name, "zpool_spares", p.spares, "must be a count >= 0", "e.g. 0 or 2")
@@ -634,53 +835,89 @@ class _Checker:
         if count and self.ok(c, "drives", "drive_count"):
             in_mirrors = count - p.spares
             if in_mirrors < p.mirror_width:
-                self.add(c.name, "zpool_spares", p.spares,
-                         f"leaves {in_mirrors} of {count} drives for {p.mirror_width}-way mirrors",
-                         "use fewer spares or more drives")
+                self.add(
+                    c.name,
+                    "zpool_spares",
+                    p.spares,
+                    f"leaves {in_mirrors} of {count} drives for {p.mirror_width}-way mirrors",
+                    "use fewer spares or more drives",
+                )
             elif in_mirrors % p.mirror_width:
                 key = "drives" if c.drives else "drive_count"
-                self.add(c.name, key, count,
-                         f"{count} drives minus {p.spares} spare(s) leaves {in_mirrors}, not a "
-                         f"multiple of the mirror width {p.mirror_width}",
-                         "change the drive count, zpool_spares or zpool_mirror_width")
+                self.add(
+                    c.name,
+                    key,
+                    count,
+                    f"{count} drives minus {p.spares} spare(s) leaves {in_mirrors}, not a "
+                    f"multiple of the mirror width {p.mirror_width}",
+                    "change the drive count, zpool_spares or zpool_mirror_width",
+                )
 
-    def pool_name(self, c: HostConfig, name: str):
+    def pool_name(self, c: HostConfig, name: str) -> None:
         fix = 'e.g. "dbpool" or "db01"'
         if not POOL_NAME_RE.match(name):
-            self.add(c.name, "zpool_name", name, "not a valid pool name: it must start with a "
-                     "letter and hold only letters, digits, _ . : - (no spaces)", fix)
+            self.add(
+                c.name,
+                "zpool_name",
+                name,
+                "not a valid pool name: it must start with a "
+                "letter and hold only letters, digits, _ . : - (no spaces)",
+                fix,
+            )
         elif name.lower().startswith(POOL_RESERVED_PREFIXES) or re.match(r"^c[0-9]", name):
-            self.add(c.name, "zpool_name", name,
-                     "zpool refuses names beginning with mirror, raidz, draid or spare, and names "
-                     "beginning with log, cache, special, dedup or c[0-9] read as vdevs",
-                     f"pick another name, {fix}")
+            self.add(
+                c.name,
+                "zpool_name",
+                name,
+                "zpool refuses names beginning with mirror, raidz, draid or spare, and names "
+                "beginning with log, cache, special, dedup or c[0-9] read as vdevs",
+                f"pick another name, {fix}",
+            )
         elif len(name) > 200:
-            self.add(c.name, "zpool_name", name, "too long (ZFS allows 239 characters, dataset "
-                     "names under it 255 in all)", fix)
+            self.add(
+                c.name,
+                "zpool_name",
+                name,
+                "too long (ZFS allows 239 characters, dataset names under it 255 in all)",
+                fix,
+            )
 
-    def datasets(self, c: HostConfig):
-        if c.engine not in ENGINES or not self.ok(c, "engine", "zfs_datasets",
-                                                   "zfs_dataset_roles", "zfs_dataset_properties"):
+    def datasets(self, c: HostConfig) -> None:
+        if c.engine not in ENGINES or not self.ok(
+            c, "engine", "zfs_datasets", "zfs_dataset_roles", "zfs_dataset_properties"
+        ):
             return
         data = self.data[c.name]
         declared = data.get("zfs_datasets", {}).get(c.engine)
         if not declared:
-            self.add(c.name, f"zfs_datasets[{c.engine!r}]", declared,
-                     f"no datasets declared for {c.engine}",
-                     "keep the default from group_data/all.py")
+            self.add(
+                c.name,
+                f"zfs_datasets[{c.engine!r}]",
+                declared,
+                f"no datasets declared for {c.engine}",
+                "keep the default from group_data/all.py",
+            )
             return
         roles = data.get("zfs_dataset_roles", {}).get(c.engine)
         if roles is None:
-            self.add(c.name, f"zfs_dataset_roles[{c.engine!r}]", None,
-                     f"does not say which dataset is the parent, the data and the log for "
-                     f"{c.engine}", "keep the default from group_data/all.py")
+            self.add(
+                c.name,
+                f"zfs_dataset_roles[{c.engine!r}]",
+                None,
+                f"does not say which dataset is the parent, the data and the log for {c.engine}",
+                "keep the default from group_data/all.py",
+            )
             return
         named_ok = True
         for role in DATASET_ROLES:
             if roles[role] not in declared:
-                self.add(c.name, f"zfs_dataset_roles[{c.engine!r}][{role!r}]", roles[role],
-                         f"no such dataset in zfs_datasets[{c.engine!r}]",
-                         f"use one of {list(declared)}")
+                self.add(
+                    c.name,
+                    f"zfs_dataset_roles[{c.engine!r}][{role!r}]",
+                    roles[role],
+                    f"no such dataset in zfs_datasets[{c.engine!r}]",
+                    f"use one of {list(declared)}",
+                )
                 named_ok = False
         if not named_ok:
             return
@@ -688,162 +925,269 @@ class _Checker:
         parent = roles["parent"]
         for role in ("data", "log"):
             if roles[role] == parent or not roles[role].startswith(parent + "/"):
-                self.add(c.name, f"zfs_dataset_roles[{c.engine!r}][{role!r}]", roles[role],
-                         f"the {role} dataset must be a child of the parent {parent}",
-                         f"name a dataset {parent}/...")
+                self.add(
+                    c.name,
+                    f"zfs_dataset_roles[{c.engine!r}][{role!r}]",
+                    roles[role],
+                    f"the {role} dataset must be a child of the parent {parent}",
+                    f"name a dataset {parent}/...",
+                )
         if roles["data"] == roles["log"]:
-            self.add(c.name, f"zfs_dataset_roles[{c.engine!r}]['log']", roles["log"],
-                     "the same dataset as the data", "give the log its own dataset")
+            self.add(
+                c.name,
+                f"zfs_dataset_roles[{c.engine!r}]['log']",
+                roles["log"],
+                "the same dataset as the data",
+                "give the log its own dataset",
+            )
         overrides = data.get("zfs_dataset_properties", {})
         for ds in overrides:
             if ds not in declared:
-                self.add(c.name, "zfs_dataset_properties", ds, f"no such dataset for {c.engine}",
-                         f"use one of {list(declared)}")
+                self.add(
+                    c.name,
+                    "zfs_dataset_properties",
+                    ds,
+                    f"no such dataset for {c.engine}",
+                    f"use one of {list(declared)}",
+                )
         if self.ok(c, "zfs_compression") and not COMPRESSION_RE.match(c.compression):
-            self.add(c.name, "zfs_compression", c.compression, "unknown compression",
-                     "lz4, zstd, zstd-1..19, zstd-fast-N, gzip-1..9, zle or off")
+            self.add(
+                c.name,
+                "zfs_compression",
+                c.compression,
+                "unknown compression",
+                "lz4, zstd, zstd-1..19, zstd-fast-N, gzip-1..9, zle or off",
+            )
         mounts = defaultdict(list)
         for ds, props in c.datasets.items():
             key = f"zfs_datasets[{c.engine!r}][{ds!r}]"
             if not DATASET_NAME_RE.match(ds):
-                self.add(c.name, key, ds, "not a valid dataset name",
-                         "letters, digits, _ . : - in /-separated parts, relative to the pool")
+                self.add(
+                    c.name,
+                    key,
+                    ds,
+                    "not a valid dataset name",
+                    "letters, digits, _ . : - in /-separated parts, relative to the pool",
+                )
             elif ds != parent and not ds.startswith(parent + "/"):
-                self.add(c.name, key, ds, f"is not under the parent dataset {parent}",
-                         f"name it {parent}/...")
+                self.add(
+                    c.name, key, ds, f"is not under the parent dataset {parent}", f"name it {parent}/..."
+                )
             elif self.ok(c, "zpool_name") and len(c.dataset_name(ds)) > 255:
-                self.add(c.name, key, c.dataset_name(ds), "longer than ZFS's 255 characters",
-                         "use shorter names")
+                self.add(
+                    c.name, key, c.dataset_name(ds), "longer than ZFS's 255 characters", "use shorter names"
+                )
             for prop, value in props.items():
-                if ds == parent and prop == "compression" and "compression" not in overrides.get(
-                        ds, {}):
+                if ds == parent and prop == "compression" and "compression" not in overrides.get(ds, {}):
                     continue  # zfs_compression, checked above
                 self.dataset_property(c, key, prop, value)
             mp = props.get("mountpoint")
-            if not (isinstance(mp, str) and MOUNTPOINT_RE.match(mp)
-                    and not set(mp.split("/")) & {".", ".."}):
-                self.add(c.name, f"{key}['mountpoint']", mp,
-                         "needs an absolute mountpoint without spaces, '.' or '..' parts or a "
-                         "trailing slash", "e.g. /datastore/mysql")
+            if not (isinstance(mp, str) and MOUNTPOINT_RE.match(mp) and not set(mp.split("/")) & {".", ".."}):
+                self.add(
+                    c.name,
+                    f"{key}['mountpoint']",
+                    mp,
+                    "needs an absolute mountpoint without spaces, '.' or '..' parts or a trailing slash",
+                    "e.g. /datastore/mysql",
+                )
             else:
                 mounts[mp].append(ds)
         for mp, names in mounts.items():
             for ds in names[1:]:
-                self.add(c.name, f"zfs_datasets[{c.engine!r}][{ds!r}]['mountpoint']", mp,
-                         f"also the mountpoint of {names[0]}", "give every dataset its own")
+                self.add(
+                    c.name,
+                    f"zfs_datasets[{c.engine!r}][{ds!r}]['mountpoint']",
+                    mp,
+                    f"also the mountpoint of {names[0]}",
+                    "give every dataset its own",
+                )
 
-    def dataset_property(self, c, key, prop, value):
+    def dataset_property(self, c: HostConfig, key: str, prop: str, value: object) -> None:
         where = f"{key}[{prop!r}]"
         if prop not in DATASET_PROPERTIES:
-            self.add(c.name, where, value, "unknown or unsupported ZFS property",
-                     f"use one of {sorted(DATASET_PROPERTIES)}")
+            self.add(
+                c.name,
+                where,
+                value,
+                "unknown or unsupported ZFS property",
+                f"use one of {sorted(DATASET_PROPERTIES)}",
+            )
         elif prop in SIZE_PROPERTIES and not (
-                _size_ok(value) or (prop in NONE_SIZE_PROPERTIES and value == "none")):
-            self.add(c.name, where, value, "not a size zfs takes",
-                     'digits and a unit, without a space: "16k", "16K", "1M", "100G"'
-                     + (' or "none"' if prop in NONE_SIZE_PROPERTIES else ""))
+            _size_ok(value) or (prop in NONE_SIZE_PROPERTIES and value == "none")
+        ):
+            self.add(
+                c.name,
+                where,
+                value,
+                "not a size zfs takes",
+                'digits and a unit, without a space: "16k", "16K", "1M", "100G"'
+                + (' or "none"' if prop in NONE_SIZE_PROPERTIES else ""),
+            )
         elif prop == "recordsize":
             size = parse_size(value)
             if not (512 <= size <= 16 * 1024**2 and size & (size - 1) == 0):
-                self.add(c.name, where, value, "recordsize must be a power of two in 512..16M",
-                         '16k for InnoDB data, 32k-128k for PostgreSQL')
+                self.add(
+                    c.name,
+                    where,
+                    value,
+                    "recordsize must be a power of two in 512..16M",
+                    "16k for InnoDB data, 32k-128k for PostgreSQL",
+                )
         elif prop == "special_small_blocks":
             size = parse_size(value)
             if size and not (512 <= size <= 16 * 1024**2 and size & (size - 1) == 0):
-                self.add(c.name, where, value,
-                         "special_small_blocks must be 0 or a power of two in 512..16M",
-                         "0 without a special vdev")
+                self.add(
+                    c.name,
+                    where,
+                    value,
+                    "special_small_blocks must be 0 or a power of two in 512..16M",
+                    "0 without a special vdev",
+                )
         elif prop == "mountpoint":
             pass  # checked with the dataset
         elif prop == "compression" and not COMPRESSION_RE.match(str(value)):
             self.add(c.name, where, value, "unknown compression", "lz4 or zstd[-N]")
         elif prop in CHOICES and str(value) not in CHOICES[prop]:
-            self.add(c.name, where, value, f"invalid value for {prop}",
-                     f"use one of {list(CHOICES[prop])}")
+            self.add(c.name, where, value, f"invalid value for {prop}", f"use one of {list(CHOICES[prop])}")
 
-    def module_params(self, c: HostConfig):
+    def module_params(self, c: HostConfig) -> None:
         if not self.ok(c, "zfs_module_params"):
             return
         known = zfs_module_params.UNSIGNED | zfs_module_params.SIGNED
         for param, value in c.module_params.items():
             where = f"zfs_module_params[{param!r}]"
             if param in zfs_module_params.TEXT:
-                self.add(c.name, where, value, "a string parameter of the zfs module; only "
-                         "numeric ones are set here", "remove it")
+                self.add(
+                    c.name,
+                    where,
+                    value,
+                    "a string parameter of the zfs module; only numeric ones are set here",
+                    "remove it",
+                )
             elif param not in known:
                 close = _close(param, known)
-                self.add(c.name, where, value, "not a parameter of the zfs module (zfs(4), "
-                         "OpenZFS 2.3)", f"did you mean one of {close}?" if close else
-                         "see man 4 zfs for the names")
+                self.add(
+                    c.name,
+                    where,
+                    value,
+                    "not a parameter of the zfs module (zfs(4), OpenZFS 2.3)",
+                    f"did you mean one of {close}?" if close else "see man 4 zfs for the names",
+                )
             else:
                 low, high = zfs_module_params.integer_range(param)
                 if not low <= value <= high:
-                    self.add(c.name, where, value, f"out of the parameter's range {low}..{high}",
-                             "see man 4 zfs for its unit and meaning")
+                    self.add(
+                        c.name,
+                        where,
+                        value,
+                        f"out of the parameter's range {low}..{high}",
+                        "see man 4 zfs for its unit and meaning",
+                    )
 
-    def database(self, c: HostConfig):
+    def database(self, c: HostConfig) -> None:
         self.problems += db_settings.check(c)
         if c.engine == "postgresql" and c.name in self.named and self.ok(c, "db_settings"):
             fpw = db_settings.as_bool("postgresql", c.db_settings.get("full_page_writes"))
             size = self.recordsize_or_none(c, c.data_dataset)
             if fpw is False and size is not None and size < 8192:
-                self.add(c.name, "db_settings['full_page_writes']", c.db_settings["full_page_writes"],
-                         f"unsafe with recordsize {size} < 8k on "
-                         f"{c.data_dataset}: a page could be torn across records",
-                         "set the data dataset's recordsize to >= 8k or drop the override")
+                self.add(
+                    c.name,
+                    "db_settings['full_page_writes']",
+                    c.db_settings["full_page_writes"],
+                    f"unsafe with recordsize {size} < 8k on "
+                    f"{c.data_dataset}: a page could be torn across records",
+                    "set the data dataset's recordsize to >= 8k or drop the override",
+                )
         users_ok = self.ok(c, "db_users")
         user_names = {u["name"] for u in c.db_users} if users_ok else set()
         if self.ok(c, "databases"):
             seen = set()
             for i, db in enumerate(c.databases):
                 if not NAME_RE.match(db["name"]):
-                    self.add(c.name, f"databases[{i}].name", db["name"], "not a valid name",
-                             "a letter or _, then letters, digits, _ (at most 64), e.g. \"app\"")
+                    self.add(
+                        c.name,
+                        f"databases[{i}].name",
+                        db["name"],
+                        "not a valid name",
+                        'a letter or _, then letters, digits, _ (at most 64), e.g. "app"',
+                    )
                 elif db["name"] in seen:
-                    self.add(c.name, f"databases[{i}].name", db["name"], "declared twice",
-                             "declare each database once")
+                    self.add(
+                        c.name,
+                        f"databases[{i}].name",
+                        db["name"],
+                        "declared twice",
+                        "declare each database once",
+                    )
                 seen.add(db["name"])
                 owner = db.get("owner")
                 if users_ok and owner is not None and owner not in user_names:
-                    self.add(c.name, f"databases[{i}].owner", owner, "no such user in db_users",
-                             f"declare the user, or use one of {sorted(user_names)}")
+                    self.add(
+                        c.name,
+                        f"databases[{i}].owner",
+                        owner,
+                        "no such user in db_users",
+                        f"declare the user, or use one of {sorted(user_names)}",
+                    )
         declared = {db["name"] for db in c.databases}
         if not users_ok:
             return
         seen = set()
         for i, user in enumerate(c.db_users):
             if not NAME_RE.match(user["name"]):
-                self.add(c.name, f"db_users[{i}].name", user["name"], "not a valid name",
-                         "a letter or _, then letters, digits, _ (at most 64), e.g. \"app\"")
+                self.add(
+                    c.name,
+                    f"db_users[{i}].name",
+                    user["name"],
+                    "not a valid name",
+                    'a letter or _, then letters, digits, _ (at most 64), e.g. "app"',
+                )
                 continue
             if user["name"] in seen:
-                self.add(c.name, f"db_users[{i}].name", user["name"], "declared twice",
-                         "declare each user once")
+                self.add(
+                    c.name, f"db_users[{i}].name", user["name"], "declared twice", "declare each user once"
+                )
             seen.add(user["name"])
             allowed = USER_KEYS[c.engine] if c.engine in USER_KEYS else set(user)
             for key in sorted(set(user) - allowed):
-                self.add(c.name, f"db_users[{i}].{key}", user[key],
-                         f"not a {c.engine} user setting (would be ignored)",
-                         f"use only {', '.join(sorted(allowed))}")
+                self.add(
+                    c.name,
+                    f"db_users[{i}].{key}",
+                    user[key],
+                    f"not a {c.engine} user setting (would be ignored)",
+                    f"use only {', '.join(sorted(allowed))}",
+                )
             target = user.get("database") or (user["name"] if c.engine == "postgresql" else None)
             if target and target not in declared and self.ok(c, "databases"):
-                self.add(c.name, f"db_users[{i}].database", target,
-                         f"user {user['name']} connects to database {target!r}, which is not in "
-                         "databases", f'declare it: databases = [{{"name": "{target}"}}]')
+                self.add(
+                    c.name,
+                    f"db_users[{i}].database",
+                    target,
+                    f"user {user['name']} connects to database {target!r}, which is not in databases",
+                    f'declare it: databases = [{{"name": "{target}"}}]',
+                )
             if c.engine == "mariadb" and user.get("privileges"):
                 self.privileges(c, i, user["privileges"])
             secret = user.get("password_secret")
             if not secret:
-                self.add(c.name, f"db_users[{i}].password_secret", secret,
-                         f"user {user['name']} has no password_secret",
-                         "name the secret holding its password")
+                self.add(
+                    c.name,
+                    f"db_users[{i}].password_secret",
+                    secret,
+                    f"user {user['name']} has no password_secret",
+                    "name the secret holding its password",
+                )
             elif c.role == "primary" and secret not in self.secrets:
-                self.add(c.name, f"db_users[{i}].password_secret", secret,
-                         f"secret {secret!r} for user {user['name']} is missing "
-                         f"(looked in: {self.secrets.source})",
-                         f"export {secrets_mod.env_name(secret)} or add it to the secrets file")
+                self.add(
+                    c.name,
+                    f"db_users[{i}].password_secret",
+                    secret,
+                    f"secret {secret!r} for user {user['name']} is missing "
+                    f"(looked in: {self.secrets.source})",
+                    f"export {secrets_mod.env_name(secret)} or add it to the secrets file",
+                )
 
-    def privileges(self, c: HostConfig, i: int, privileges):
+    def privileges(self, c: HostConfig, i: int, privileges: str | Sequence[str]) -> None:
         from roles.operations.mariadb import DATABASE_ALL
 
         names = privileges.split(",") if isinstance(privileges, str) else privileges
@@ -851,10 +1195,15 @@ class _Checker:
             normal = " ".join(name.upper().split())
             if normal not in DATABASE_ALL | {"ALL", "ALL PRIVILEGES"}:
                 close = _close(normal, DATABASE_ALL)
-                self.add(c.name, f"db_users[{i}].privileges", privileges,
-                         f"{name.strip()!r} is not a database-level privilege",
-                         f"did you mean one of {close}?" if close else
-                         f"use ALL or some of {', '.join(sorted(DATABASE_ALL))}")
+                self.add(
+                    c.name,
+                    f"db_users[{i}].privileges",
+                    privileges,
+                    f"{name.strip()!r} is not a database-level privilege",
+                    f"did you mean one of {close}?"
+                    if close
+                    else f"use ALL or some of {', '.join(sorted(DATABASE_ALL))}",
+                )
 
     def recordsize_or_none(self, c: HostConfig, ds: str) -> int | None:
         try:
@@ -864,7 +1213,7 @@ class _Checker:
 
     # --- across hosts ------------------------------------------------------------------------
 
-    def fleet_drives(self):
+    def fleet_drives(self) -> None:
         owners = defaultdict(list)
         for name, c in self.cfg.items():
             for d in set(c.drives):
@@ -872,16 +1221,19 @@ class _Checker:
         for drive, names in sorted(owners.items()):
             if len(names) > 1:
                 for name in sorted(names)[1:]:
-                    self.add(name, "drives", drive,
-                             f"also listed for {sorted(names)[0]}: a drive belongs to one host",
-                             "check the by-id names copied between hosts")
+                    self.add(
+                        name,
+                        "drives",
+                        drive,
+                        f"also listed for {sorted(names)[0]}: a drive belongs to one host",
+                        "check the by-id names copied between hosts",
+                    )
 
     def identified(self, c: HostConfig) -> bool:
         """Engine, role and replication group are right (a wrong one was reported already)."""
-        return (self.ok(c, "engine", "role", "cluster", "primary") and c.engine in ENGINES
-                and c.role in ROLES)
+        return self.ok(c, "engine", "role", "cluster", "primary") and c.engine in ENGINES and c.role in ROLES
 
-    def clusters(self):
+    def clusters(self) -> None:
         # Hosts whose identity is wrong were reported already: left out here, so that one
         # mistake is not reported again from their peers' side.
         known = {name: c for name, c in self.cfg.items() if self.identified(c)}
@@ -892,60 +1244,106 @@ class _Checker:
             primaries = [c for c in hosts if c.role == "primary"]
             if len(primaries) > 1:
                 for c in primaries[1:]:
-                    self.add(c.name, "role", c.role,
-                             f"second primary in replication group {cluster!r} "
-                             f"(also {primaries[0].name})",
-                             "make it a replica, or give it its own cluster name")
+                    self.add(
+                        c.name,
+                        "role",
+                        c.role,
+                        f"second primary in replication group {cluster!r} (also {primaries[0].name})",
+                        "make it a replica, or give it its own cluster name",
+                    )
             replicas = [c for c in hosts if c.role == "replica"]
             if replicas:
                 for c in hosts:
                     if not c.replication_address and self.ok(c, "replication_address"):
-                        self.add(c.name, "replication_address", None,
-                                 f"replication group {cluster!r} has replicas but this host has "
-                                 "no replication address", "set its address on the private network")
+                        self.add(
+                            c.name,
+                            "replication_address",
+                            None,
+                            f"replication group {cluster!r} has replicas but this host has "
+                            "no replication address",
+                            "set its address on the private network",
+                        )
                 if secrets_mod.REPLICATION_PASSWORD not in self.secrets:
-                    self.add(hosts[0].name, "secrets.replication_password", None,
-                             f"replication group {cluster!r} needs a replication password "
-                             f"(looked in: {self.secrets.source})",
-                             f"export {secrets_mod.env_name(secrets_mod.REPLICATION_PASSWORD)} or "
-                             f"add replication_password to {secrets_mod.DEFAULT_FILE}")
+                    self.add(
+                        hosts[0].name,
+                        "secrets.replication_password",
+                        None,
+                        f"replication group {cluster!r} needs a replication password "
+                        f"(looked in: {self.secrets.source})",
+                        f"export {secrets_mod.env_name(secrets_mod.REPLICATION_PASSWORD)} or "
+                        f"add replication_password to {secrets_mod.DEFAULT_FILE}",
+                    )
             ids = defaultdict(list)
             for c in hosts:
                 if c.engine == "mariadb" and c.server_id is not None:
                     ids[c.server_id].append(c.name)
             for sid, names in ids.items():
                 for name in names[1:]:
-                    self.add(name, "server_id", sid, f"also used by {names[0]} in {cluster!r}",
-                             "give every host of a replication group its own server_id")
+                    self.add(
+                        name,
+                        "server_id",
+                        sid,
+                        f"also used by {names[0]} in {cluster!r}",
+                        "give every host of a replication group its own server_id",
+                    )
         for c in known.values():
             if c.role != "replica":
                 if c.primary is not None:
-                    self.add(c.name, "primary", c.primary, "set on a host whose role is not replica",
-                             "remove it, or make the host a replica")
+                    self.add(
+                        c.name,
+                        "primary",
+                        c.primary,
+                        "set on a host whose role is not replica",
+                        "remove it, or make the host a replica",
+                    )
                 continue
             p = known.get(c.primary)
             if c.primary in self.cfg and p is None:
                 continue  # the primary's own data is wrong, and reported
             if c.primary is None:
-                self.add(c.name, "primary", None, "a replica must name the primary it follows",
-                         "set primary to the primary's inventory name")
+                self.add(
+                    c.name,
+                    "primary",
+                    None,
+                    "a replica must name the primary it follows",
+                    "set primary to the primary's inventory name",
+                )
             elif c.primary == c.name:
-                self.add(c.name, "primary", c.primary, "a replica cannot follow itself",
-                         "name the group's primary")
+                self.add(
+                    c.name, "primary", c.primary, "a replica cannot follow itself", "name the group's primary"
+                )
             elif p is None:
-                self.add(c.name, "primary", c.primary, "no such host in the inventory",
-                         f"use one of {sorted(self.cfg)}")
+                self.add(
+                    c.name,
+                    "primary",
+                    c.primary,
+                    "no such host in the inventory",
+                    f"use one of {sorted(self.cfg)}",
+                )
             elif p.role != "primary":
-                self.add(c.name, "primary", c.primary, f"{p.name} is a {p.role}, not a primary",
-                         "replicas follow the group's primary (cascading is not supported)")
+                self.add(
+                    c.name,
+                    "primary",
+                    c.primary,
+                    f"{p.name} is a {p.role}, not a primary",
+                    "replicas follow the group's primary (cascading is not supported)",
+                )
             elif p.engine != c.engine:
-                self.add(c.name, "primary", c.primary,
-                         f"{p.name} runs {p.engine}, this host runs {c.engine}",
-                         "a replica follows a primary of the same engine")
+                self.add(
+                    c.name,
+                    "primary",
+                    c.primary,
+                    f"{p.name} runs {p.engine}, this host runs {c.engine}",
+                    "a replica follows a primary of the same engine",
+                )
             elif p.cluster != c.cluster:
-                self.add(c.name, "primary", c.primary,
-                         f"{p.name} is in replication group {p.cluster!r}, this host in {c.cluster!r}",
-                         "put both in the same cluster")
+                self.add(
+                    c.name,
+                    "primary",
+                    c.primary,
+                    f"{p.name} is in replication group {p.cluster!r}, this host in {c.cluster!r}",
+                    "put both in the same cluster",
+                )
 
 
 def validate(hosts: Mapping[str, Mapping], secrets: secrets_mod.Secrets | None = None) -> list[Problem]:
@@ -973,13 +1371,31 @@ def load_inventory(path: str) -> dict[str, dict]:
 
     file = Path(path)
     if not file.exists():
-        raise InventoryError([Problem(None, "inventory", path, "no such file",
-                                      "give the path of an inventory file, e.g. "
-                                      "inventories/prod.py")], path)
+        raise InventoryError(
+            [
+                Problem(
+                    None,
+                    "inventory",
+                    path,
+                    "no such file",
+                    "give the path of an inventory file, e.g. inventories/prod.py",
+                )
+            ],
+            path,
+        )
     if not file.is_file() or file.suffix != ".py":
-        raise InventoryError([Problem(None, "inventory", path, "not a Python file",
-                                      "give the path of an inventory file, e.g. "
-                                      "inventories/prod.py")], path)
+        raise InventoryError(
+            [
+                Problem(
+                    None,
+                    "inventory",
+                    path,
+                    "not a Python file",
+                    "give the path of an inventory file, e.g. inventories/prod.py",
+                )
+            ],
+            path,
+        )
     with ctx_state.use(State()):
         try:
             # pyinfra's own reading of the file, for its group lists: pyinfra merges a host listed
@@ -993,9 +1409,18 @@ def load_inventory(path: str) -> dict[str, dict]:
             raise InventoryError([_code_problem(exc, file)], path) from None
     hosts = {host.name: host.data.dict() for host in inventory}
     if not hosts:
-        raise InventoryError([Problem(None, "inventory", path, "no hosts",
-                                      'list hosts in groups, e.g. mariadb = [("db01", {...})]')],
-                             path)
+        raise InventoryError(
+            [
+                Problem(
+                    None,
+                    "inventory",
+                    path,
+                    "no hosts",
+                    'list hosts in groups, e.g. mariadb = [("db01", {...})]',
+                )
+            ],
+            path,
+        )
     return hosts
 
 
@@ -1012,10 +1437,16 @@ def _check_groups(module: Mapping[str, Any], path: str) -> None:
         if isinstance(value, tuple):
             if len(value) != 2 or not isinstance(value[0], list) or not isinstance(value[1], dict):
                 if any(isinstance(v, (list, tuple, dict)) for v in value):
-                    problems.append(Problem(
-                        None, group, value, "pyinfra ignores or misreads it: a group is a list of "
-                        "hosts, or a tuple (list of hosts, group data)",
-                        f'{group} = [("name", {{...}}), ...] or ([...], {{...}})'))
+                    problems.append(
+                        Problem(
+                            None,
+                            group,
+                            value,
+                            "pyinfra ignores or misreads it: a group is a list of "
+                            "hosts, or a tuple (list of hosts, group data)",
+                            f'{group} = [("name", {{...}}), ...] or ([...], {{...}})',
+                        )
+                    )
                 continue
             hosts = value[0]
         looks_like_hosts = any(isinstance(h, (str, tuple, list, dict)) for h in hosts)
@@ -1023,24 +1454,39 @@ def _check_groups(module: Mapping[str, Any], path: str) -> None:
             where = f"{group}[{i}]"
             if isinstance(entry, str):
                 seen[entry].append((group, False))
-            elif isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str) \
-                    and isinstance(entry[1], dict):
+            elif (
+                isinstance(entry, tuple)
+                and len(entry) == 2
+                and isinstance(entry[0], str)
+                and isinstance(entry[1], dict)
+            ):
                 seen[entry[0]].append((group, bool(entry[1])))
             elif looks_like_hosts:
-                problems.append(Problem(
-                    None, where, entry, f"not a host entry (pyinfra would ignore the whole group "
-                    f"{group} or fail on it)", 'write "name" or ("name", {...data...})'))
+                problems.append(
+                    Problem(
+                        None,
+                        where,
+                        entry,
+                        f"not a host entry (pyinfra would ignore the whole group {group} or fail on it)",
+                        'write "name" or ("name", {...data...})',
+                    )
+                )
     for host, entries in seen.items():
         groups = [g for g, _ in entries]
         with_data = [g for g, has_data in entries if has_data]
         twice_in_one = sorted({g for g in groups if groups.count(g) > 1})
         if len(with_data) > 1 or twice_in_one:
-            problems.append(Problem(
-                host, "inventory", groups,
-                f"listed {len(entries)} times (groups: {', '.join(groups)}); pyinfra keeps one "
-                "host and merges the entries' data key by key, the last one winning",
-                "keep one entry per host with all its data; to add it to another group, list "
-                "its bare name there"))
+            problems.append(
+                Problem(
+                    host,
+                    "inventory",
+                    groups,
+                    f"listed {len(entries)} times (groups: {', '.join(groups)}); pyinfra keeps one "
+                    "host and merges the entries' data key by key, the last one winning",
+                    "keep one entry per host with all its data; to add it to another group, list "
+                    "its bare name there",
+                )
+            )
     if problems:
         raise InventoryError(problems, path)
 
@@ -1110,8 +1556,13 @@ def load_inventory_isolated(path: str) -> dict[str, dict]:
     import json
     import subprocess
 
-    result = subprocess.run([sys.executable, "-m", "roles.validation", "--dump-data", path],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "roles.validation", "--dump-data", path],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"cannot load inventory {path}: {result.stderr.strip()}")
     return json.loads(result.stdout)
@@ -1142,15 +1593,17 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # noqa: BLE001 - a bug here must still not end in a traceback
-        print(f"error: validating {argv[0]} failed ({type(exc).__name__}: {exc}); no host was "
-              "changed. This is a bug in roles/validation.py: please report it with the "
-              "inventory", file=sys.stderr)
+        print(
+            f"error: validating {argv[0]} failed ({type(exc).__name__}: {exc}); no host was "
+            "changed. This is a bug in roles/validation.py: please report it with the "
+            "inventory",
+            file=sys.stderr,
+        )
         return 1
     if problems:
         print(format_problems(problems, argv[0]), file=sys.stderr)
         return 1
-    print(f"{argv[0]}: {len(hosts)} host(s) OK ({', '.join(sorted(hosts))}); secrets from "
-          f"{secrets.source}")
+    print(f"{argv[0]}: {len(hosts)} host(s) OK ({', '.join(sorted(hosts))}); secrets from {secrets.source}")
     return 0
 
 
