@@ -308,10 +308,6 @@ def pg_enum_spellings(tmp: Path, enums: list[str]) -> dict[str, set[str]]:
     return accepted
 
 
-def _pg_number(text: str, kind: str) -> int | float:
-    return int(text) if kind == "integer" else float(text)
-
-
 def postgresql_data() -> dict:
     version = _major(_postgres("--version").stdout, r"\(PostgreSQL\) (\d+)")
     described = pg_describe_config()
@@ -326,8 +322,8 @@ def postgresql_data() -> dict:
     for row in rows:
         entry: dict = {"type": row["vartype"], "context": row["context"]}
         if row["vartype"] in ("integer", "real"):
-            entry["min"] = _pg_number(row["min"], row["vartype"])
-            entry["max"] = _pg_number(row["max"], row["vartype"])
+            entry["min"] = _number(row["min"], row["vartype"])
+            entry["max"] = _number(row["max"], row["vartype"])
             if row["unit"]:
                 entry["unit"] = row["unit"]
         if row["vartype"] == "enum":
