@@ -629,9 +629,14 @@ class _Checker:
 
     def keys(self, name: str) -> None:
         for key in self.data[name]:
-            if not isinstance(key, str) or key in KNOWN_KEYS:
-                continue
             value = self.data[name][key]
+            if not isinstance(key, str):
+                self.add(
+                    name, repr(key), value, "a setting's name must be a string", 'e.g. "zpool_ashift": 13'
+                )
+                continue
+            if key in KNOWN_KEYS:
+                continue
             if key in RETIRED_KEYS:
                 self.add(name, key, value, "unknown key", RETIRED_KEYS[key])
             elif key.startswith(OUR_PREFIXES):

@@ -85,6 +85,13 @@ def test_whole_host_data_of_the_wrong_type(fleet):
     ]
 
 
+def test_a_setting_name_that_is_not_a_string(fleet):
+    fleet["db1"][13] = "zpool_ashift"
+    assert messages(fleet) == [
+        "db1: 13 = 'zpool_ashift': a setting's name must be a string. Fix: e.g. \"zpool_ashift\": 13"
+    ]
+
+
 def test_every_documented_key_is_typed_and_read():
     """group_data/all.py documents exactly the keys validation knows, and HostConfig reads each."""
     assert set(DEFAULTS) == KNOWN_KEYS == set(KEY_TYPES)
