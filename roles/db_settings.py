@@ -97,6 +97,11 @@ MARIADB_OWNED = {
         "it turns authentication off: anyone could log in, and the roles' account statements fail",
         "remove it",
     ),
+    "innodb_page_size": (
+        "the data dataset's recordsize and the doublewrite decision are made for 16k pages, and "
+        "an existing datadir cannot change it",
+        "remove it; set the data dataset's recordsize instead",
+    ),
 }
 PG_OWNED = {
     "data_directory": (

@@ -19,7 +19,7 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
 
-from roles import render, secrets
+from roles import db_settings, render, secrets
 from roles.facts.hardware import HostHardware
 from roles.hostdata import HostConfig
 from roles.operations import common
@@ -32,9 +32,19 @@ def host_config() -> HostConfig:
 
 
 def sized_for_this_host(cfg: HostConfig) -> Sizing:
-    """Settings sized from the live host's RAM and CPUs (HostHardware)."""
-    hw = host.get_fact(HostHardware)
+    """Settings sized from the live host's RAM and CPUs (HostHardware). Stops the deploy before
+    any operation of the host when its memory overrides with the ARC exceed the RAM it really has
+    (validation checked the declared `hardware`, which may differ)."""
+    hw = _hardware.get(host.name) or _hardware.setdefault(host.name, host.get_fact(HostHardware))
+    problems = db_settings.memory_problems(cfg, hw["ram_bytes"], hw["cpus"])
+    if problems:
+        raise PyinfraError("\n".join(f"{p} (live RAM and CPUs of the host); nothing was changed"
+                                      for p in problems))
     return cfg.sizing(ram_bytes=hw["ram_bytes"], cpus=hw["cpus"])
+
+
+# The host's RAM and CPUs do not change during a run: read once per host (three roles size).
+_hardware: dict[str, dict] = {}
 
 
 @dataclass(frozen=True)

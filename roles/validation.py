@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roles import db_settings, secrets as secrets_mod, zfs_module_params
+from roles import db_settings, render, secrets as secrets_mod, zfs_module_params
 from roles.hostdata import BY_ID, HostConfig, parse_size
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -1102,6 +1102,18 @@ class _Checker:
                     f"unsafe with recordsize {size} < 8k on "
                     f"{c.data_dataset}: a page could be torn across records",
                     "set the data dataset's recordsize to >= 8k or drop the override",
+                )
+        if c.engine == "mariadb" and c.name in self.named and self.ok(c, "db_settings"):
+            doublewrite = db_settings.as_bool("mariadb", c.db_settings.get("innodb_doublewrite"))
+            size = self.recordsize_or_none(c, c.data_dataset)
+            if doublewrite is False and size is not None and size < render.INNODB_PAGE:
+                self.add(
+                    c.name,
+                    "db_settings['innodb_doublewrite']",
+                    c.db_settings["innodb_doublewrite"],
+                    f"unsafe with recordsize {size} < 16k on {c.data_dataset}: an InnoDB page could "
+                    "be torn across records",
+                    "set the data dataset's recordsize to 16k or more, or drop the override",
                 )
         users_ok = self.ok(c, "db_users")
         user_names = {u["name"] for u in c.db_users} if users_ok else set()

@@ -56,3 +56,22 @@ def test_config_files_are_rendered_by_render_py(monkeypatch):
 def test_both_engines_check_their_config_with_their_own_server():
     assert mariadb.CONFIG_CHECK.startswith(mariadb.SERVER_BINARY) and "{path}" in mariadb.CONFIG_CHECK
     assert postgresql.SERVER_BINARY in postgresql.CONFIG_CHECK and "{path}" in postgresql.CONFIG_CHECK
+
+
+def test_memory_overrides_beyond_the_live_ram_stop_the_deploy(fleet):
+    """Validation sized from the declared hardware; the live host may have less RAM."""
+    from pyinfra.context import ctx_host
+
+    from roles.facts.hardware import HostHardware
+    from tests.unit.fact_stubs import FakeHost
+
+    fleet["db1"]["db_settings"] = {"innodb_buffer_pool_size": "3G"}
+    cfg = HostConfig.from_data("db1", fleet["db1"])
+    engine._hardware.clear()
+    with ctx_host.use(FakeHost({HostHardware: {"ram_bytes": 4 * 1024**3, "cpus": 2}})):
+        with pytest.raises(PyinfraError, match="innodb_buffer_pool_size.*live RAM and CPUs of the host"):
+            engine.sized_for_this_host(cfg)
+    engine._hardware.clear()
+    with ctx_host.use(FakeHost({HostHardware: {"ram_bytes": 64 * 1024**3, "cpus": 8}})):
+        assert engine.sized_for_this_host(cfg).database["innodb_buffer_pool_size"] > 3 * 1024**3
+    engine._hardware.clear()
