@@ -6,8 +6,11 @@ does no checking: roles.validation checks the same data first and names every pr
 
 from __future__ import annotations
 
+import copy
+import runpy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from roles import sizing, zfs_properties
@@ -23,10 +26,17 @@ def parse_size(value: object) -> int:
     return size
 
 
-def _get(data: Mapping, key: str, default: object = None):
+DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "group_data" / "all.py"
+# The defaults, from their one place: pyinfra merges them into host.data already; a plain mapping
+# (tests, offline tools) that lacks a key gets the same value here.
+DEFAULTS = {k: v for k, v in runpy.run_path(str(DEFAULTS_FILE)).items() if not k.startswith("_")}
+ZFS_RECORDSIZE = "128k"  # what ZFS itself uses for a dataset that sets none
+
+
+def _get(data: Mapping, key: str) -> Any:
     # pyinfra's HostData has .get; plain dicts too.
-    value = data.get(key, default)
-    return default if value is None else value
+    value = data.get(key)
+    return copy.deepcopy(DEFAULTS.get(key)) if value is None else value
 
 
 @dataclass(frozen=True)
@@ -78,9 +88,9 @@ class HostConfig:
     def from_data(cls, name: str, data: Mapping[str, Any]) -> HostConfig:
         engine = data.get("engine")
         datasets = {}
-        defaults = _get(data, "zfs_datasets", {})
-        overrides = _get(data, "zfs_dataset_properties", {})
-        roles = _get(data, "zfs_dataset_roles", {})
+        defaults = _get(data, "zfs_datasets")
+        overrides = _get(data, "zfs_dataset_properties")
+        roles = _get(data, "zfs_dataset_roles")
         roles = roles.get(engine) if isinstance(roles, Mapping) and isinstance(engine, str) else None
         roles = dict(roles) if isinstance(roles, Mapping) else {}
         if (
@@ -94,43 +104,43 @@ class HostConfig:
                 props = defaults[engine][ds]
                 merged = dict(props) if isinstance(props, Mapping) else {}
                 if ds == roles.get("parent"):  # children inherit its compression
-                    merged["compression"] = _get(data, "zfs_compression", "lz4")
+                    merged["compression"] = _get(data, "zfs_compression")
                 if isinstance(overrides, Mapping) and isinstance(overrides.get(ds), Mapping):
                     merged.update(overrides[ds])
                 datasets[ds] = merged
         pool = PoolSpec(
-            name=_get(data, "zpool_name", "dbpool"),
-            mirror_width=_get(data, "zpool_mirror_width", 2),
-            spares=_get(data, "zpool_spares", 0),
-            ashift=_get(data, "zpool_ashift", 12),
-            autoreplace=_get(data, "zpool_autoreplace", "on"),
-            autotrim=_get(data, "zpool_autotrim", "on"),
+            name=_get(data, "zpool_name"),
+            mirror_width=_get(data, "zpool_mirror_width"),
+            spares=_get(data, "zpool_spares"),
+            ashift=_get(data, "zpool_ashift"),
+            autoreplace=_get(data, "zpool_autoreplace"),
+            autotrim=_get(data, "zpool_autotrim"),
         )
         return cls(
             name=name,
             engine=engine,
             role=data.get("role"),
             primary=data.get("primary"),
-            cluster=_get(data, "cluster", engine),
+            cluster=_get(data, "cluster") or engine,
             server_id=data.get("server_id"),
             replication_address=data.get("replication_address"),
             hardware=data.get("hardware"),
-            workload=_get(data, "workload", "oltp"),
-            drives=list(_get(data, "drives", [])),
+            workload=_get(data, "workload"),
+            drives=list(_get(data, "drives")),
             drive_pattern=data.get("drive_pattern"),
             drive_count=data.get("drive_count"),
-            wipe_drives=list(_get(data, "wipe_drives", [])),
+            wipe_drives=list(_get(data, "wipe_drives")),
             pool=pool,
-            capacity_threshold=_get(data, "zfs_capacity_threshold", 80),
-            compression=_get(data, "zfs_compression", "lz4"),
+            capacity_threshold=_get(data, "zfs_capacity_threshold"),
+            compression=_get(data, "zfs_compression"),
             datasets=datasets,
             dataset_roles=roles,
-            module_params=dict(_get(data, "zfs_module_params", {})),
-            db_settings=dict(_get(data, "db_settings", {})),
+            module_params=dict(_get(data, "zfs_module_params")),
+            db_settings=dict(_get(data, "db_settings")),
             max_connections=data.get("max_connections"),
-            client_networks=list(_get(data, "db_client_networks", [])),
-            databases=list(_get(data, "databases", [])),
-            db_users=list(_get(data, "db_users", [])),
+            client_networks=list(_get(data, "db_client_networks")),
+            databases=list(_get(data, "databases")),
+            db_users=list(_get(data, "db_users")),
         )
 
     # --- derived -----------------------------------------------------------------------------
@@ -165,7 +175,7 @@ class HostConfig:
         props = self.datasets[relative]
         if "recordsize" in props:
             return parse_size(props["recordsize"])
-        return parse_size(self.datasets[self.parent_dataset].get("recordsize", "128k"))
+        return parse_size(self.datasets[self.parent_dataset].get("recordsize", ZFS_RECORDSIZE))
 
     @property
     def expected_drive_count(self) -> int:
