@@ -12,10 +12,10 @@ _repo = Path(__file__).resolve().parent.parent
 if str(_repo) not in sys.path:
     sys.path.insert(0, str(_repo))
 
-from lab.definition import SSH_KEY, load  # noqa: E402
+from lab.definition import SSH_KEY, VM, load  # noqa: E402
 
 
-def _host(vm):
+def _host(vm: VM) -> tuple[str, dict]:
     return vm.name, {
         "ssh_hostname": "127.0.0.1",
         "ssh_port": vm.ssh_port,

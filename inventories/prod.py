@@ -11,13 +11,15 @@ TIB = 1024**4
 R7525 = {"ram_bytes": 2 * TIB, "cpus": 128}
 
 
-def intel_p4610(host_no):
+def intel_p4610(host_no: int) -> list[str]:
     # Drives are listed in mirror order, alternating between the two backplane halves so that
     # each mirror's sides sit on different controllers; the last two become hot spares.
-    return [f"/dev/disk/by-id/nvme-INTEL_SSDPE2KE064T8_PHLN{host_no:02d}{n:02d}0001P6P4AGN" for n in range(24)]
+    return [
+        f"/dev/disk/by-id/nvme-INTEL_SSDPE2KE064T8_PHLN{host_no:02d}{n:02d}0001P6P4AGN" for n in range(24)
+    ]
 
 
-def mariadb_host(name, no, role, address):
+def mariadb_host(name: str, no: int, role: str, address: str) -> tuple[str, dict]:
     data = {
         "ssh_hostname": f"{name}.db.example.net",
         "engine": "mariadb",
@@ -31,8 +33,12 @@ def mariadb_host(name, no, role, address):
         "zpool_ashift": 13,
         "databases": [{"name": "boulder"}],
         "db_users": [
-            {"name": "boulder", "database": "boulder", "password_secret": "boulder_password",
-             "privileges": "SELECT,INSERT,UPDATE,DELETE"},
+            {
+                "name": "boulder",
+                "database": "boulder",
+                "password_secret": "boulder_password",
+                "privileges": "SELECT,INSERT,UPDATE,DELETE",
+            },
         ],
     }
     if role == "replica":
@@ -40,7 +46,7 @@ def mariadb_host(name, no, role, address):
     return name, data
 
 
-def postgresql_host(name, role, address):
+def postgresql_host(name: str, role: str, address: str) -> tuple[str, dict]:
     data = {
         "ssh_hostname": f"{name}.pg.example.net",
         "engine": "postgresql",

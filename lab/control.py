@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 from . import aptcache, image, vm as vmmod
-from .definition import CACHE, REPO, SSH_CONFIG, STATE, VM, Lab, load
+from .definition import CACHE, REPO, SSH_CONFIG, STATE, VM, Lab, load  # noqa: F401 (STATE: for tests/labkit.py)
 from .vm import LabError, Log, rel
 
 PYINFRA = REPO / ".venv" / "bin" / "pyinfra"

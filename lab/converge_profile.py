@@ -13,29 +13,37 @@ import json
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
-import pyinfra_cli.main as cli_main  # noqa: I001 (imports gevent first, as the pyinfra CLI does)
-from pyinfra.api import facts as api_facts
-from pyinfra.api import operations as api_operations
+import pyinfra_cli.main as cli_main  # before pyinfra.api: it imports gevent first, as the pyinfra CLI does
+from pyinfra.api import FactBase, State, facts as api_facts, operations as api_operations
 from pyinfra.api.host import Host
+from pyinfra.connectors.util import CommandOutput
 
 _records: dict[str, list] = {"facts": [], "operations": [], "commands": []}
 
 
-def _wrap_fact(original):
-    def timed(state, host, cls, *args, **kwargs):
+def _wrap_fact(original: Callable[..., object]) -> Callable[..., object]:
+    def timed(state: State, host: Host, cls: type[FactBase], *args, **kwargs) -> object:
         t0 = time.monotonic()
         try:
             return original(state, host, cls, *args, **kwargs)
         finally:
-            _records["facts"].append({"fact": cls.__name__, "host": host.name, "s": time.monotonic() - t0,
-                                      "stage": int(state.current_stage)})
+            _records["facts"].append(
+                {
+                    "fact": cls.__name__,
+                    "host": host.name,
+                    "s": time.monotonic() - t0,
+                    "stage": int(state.current_stage),
+                }
+            )
+
     return timed
 
 
-def _wrap_operation(original):
-    def timed(state, host, op_hash):
+def _wrap_operation(original: Callable[..., bool]) -> Callable[..., bool]:
+    def timed(state: State, host: Host, op_hash: str) -> bool:
         t0 = time.monotonic()
         ok = False
         try:
@@ -47,19 +55,29 @@ def _wrap_operation(original):
                 changed = state.get_op_data_for_host(host, op_hash).operation_meta.did_change()
             except Exception:  # an operation that failed before it completed
                 changed = None
-            _records["operations"].append({
-                "operation": ", ".join(sorted(meta.names)), "host": host.name, "s": time.monotonic() - t0,
-                "changed": changed, "ok": ok})
+            _records["operations"].append(
+                {
+                    "operation": ", ".join(sorted(meta.names)),
+                    "host": host.name,
+                    "s": time.monotonic() - t0,
+                    "changed": changed,
+                    "ok": ok,
+                }
+            )
+
     return timed
 
 
-def _wrap_command(original):
-    def timed(self, *args, **kwargs):
+def _wrap_command(
+    original: Callable[..., tuple[bool, CommandOutput]],
+) -> Callable[..., tuple[bool, CommandOutput]]:
+    def timed(self: Host, *args, **kwargs) -> tuple[bool, CommandOutput]:
         t0 = time.monotonic()
         try:
             return original(self, *args, **kwargs)
         finally:
             _records["commands"].append({"host": self.name, "s": time.monotonic() - t0})
+
     return timed
 
 
@@ -79,9 +97,11 @@ def summary(records: dict, wall: float, top: int = 25) -> str:
     for r in records["commands"]:
         per_host[r["host"]]["n"] += 1
         per_host[r["host"]]["s"] += r["s"]
-    lines = [f"==> converge profile: {wall:.0f} s wall, {len(records['operations'])} host-operations "
-             f"({sum(1 for r in records['operations'] if r['changed'])} changed), "
-             f"{len(records['facts'])} fact reads, {len(records['commands'])} remote commands"]
+    lines = [
+        f"==> converge profile: {wall:.0f} s wall, {len(records['operations'])} host-operations "
+        f"({sum(1 for r in records['operations'] if r['changed'])} changed), "
+        f"{len(records['facts'])} fact reads, {len(records['commands'])} remote commands"
+    ]
     lines.append(f"  slowest operations (wall = slowest host; sum over hosts), top {top}:")
     for name, o in sorted(ops.items(), key=lambda kv: -kv[1]["max"])[:top]:
         lines.append(f"    {o['max']:7.1f} s  {o['s']:7.1f} s  {o['changed']}/{o['hosts']} changed  {name}")

@@ -15,8 +15,8 @@ Per-VM settings (hostname, private address, root's ssh key) are not in the image
 the kernel command line at boot (lab/guest/dbzfs-lab-boot).
 """
 
-import fcntl
 import ast
+import fcntl
 import hashlib
 import json
 import os

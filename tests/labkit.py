@@ -107,7 +107,7 @@ class Lab:
             argv = [str(control.PYTHON), "-m", "lab.converge_profile", str(out), *argv[1:]]
         result = self._local(argv, timeout)
         if profile:
-            summary = result.stderr[result.stderr.rfind("==> converge profile"):]
+            summary = result.stderr[result.stderr.rfind("==> converge profile") :]
             log(summary if summary.startswith("==>") else f"==> no converge profile (rc {result.rc})")
         return result
 

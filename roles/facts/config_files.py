@@ -18,14 +18,13 @@ class ConfigFileState(FactBase):
     """
 
     def command(self, path: str, checker: str | None = None) -> StringCommand:
-        probe = ["command", "-v", QuoteString(checker), ">/dev/null", "2>&1", "&&", "echo", "checker=1;"] if checker else []
-        return StringCommand(
-            *probe,
-            "if", "[", "-f", QuoteString(path), "];", "then",
-            "stat", "-c", "'stat=%U %G %a'", QuoteString(path), "&&",
-            "printf", "'sha256=%s\\n'", '"$(sha256sum <', QuoteString(path), "| cut -c1-64)\";",
-            "fi;", "echo", "end=1",
-        )
+        # One shell line, phrase by phrase: is the checker there, then (for an existing file)
+        # owner, group and mode, then the SHA-256; "end=1" marks a complete answer.
+        probe = ["command", "-v", QuoteString(checker), ">/dev/null", "2>&1", "&&", "echo", "checker=1;"]
+        exists = ["if", "[", "-f", QuoteString(path), "];", "then"]
+        stat = ["stat", "-c", "'stat=%U %G %a'", QuoteString(path), "&&"]
+        sha256 = ["printf", "'sha256=%s\\n'", '"$(sha256sum <', QuoteString(path), '| cut -c1-64)";']
+        return StringCommand(*(probe if checker else []), *exists, *stat, *sha256, "fi;", "echo", "end=1")
 
     def process(self, output: list[str]) -> dict:
         fields = dict(line.split("=", 1) for line in output if "=" in line)

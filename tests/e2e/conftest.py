@@ -122,7 +122,9 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter):
     if not _module_seconds:
         return
-    terminalreporter.write_sep("=", "e2e: seconds per module, fixtures included (the table: tests/e2e/README.md)")
+    terminalreporter.write_sep(
+        "=", "e2e: seconds per module, fixtures included (the table: tests/e2e/README.md)"
+    )
     for name, seconds in _module_seconds.items():
         terminalreporter.write_line(f"{seconds:8.0f} s  {name}")
     terminalreporter.write_line(f"{sum(_module_seconds.values()):8.0f} s  e2e total")

@@ -10,8 +10,12 @@ pytestmark = pytest.mark.e2e
 
 CASES = {
     "db2": (mariadb.CONFIG, "mariadb.service", "innodb_no_such_setting = 1", "innodb_no_such_setting"),
-    "pg2": (f"{postgresql.CONFIG_DIR}/postgresql.conf", "postgresql@15-main.service",
-            "shared_buffers = 'plenty'", "shared_buffers"),
+    "pg2": (
+        f"{postgresql.CONFIG_DIR}/postgresql.conf",
+        "postgresql@15-main.service",
+        "shared_buffers = 'plenty'",
+        "shared_buffers",
+    ),
 }
 
 
@@ -19,8 +23,9 @@ CASES = {
 def test_a_config_the_server_refuses_keeps_the_old_file(converged, name):
     path, unit, line, setting = CASES[name]
     before = converged.check(name, f"sha256sum {path}; systemctl show -p MainPID --value {unit}")
-    result = converged.pyinfra("--limit", name, "--data", f"refused_line={line}",
-                               deploy="tests/e2e/deploys/refused_config.py")
+    result = converged.pyinfra(
+        "--limit", name, "--data", f"refused_line={line}", deploy="tests/e2e/deploys/refused_config.py"
+    )
     output = result.stdout + result.stderr
     assert result.rc != 0, output[-4000:]
     assert f"refuses the new {path.rsplit('/', 1)[-1]}" in output and setting in output, output[-4000:]

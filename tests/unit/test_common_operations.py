@@ -10,6 +10,7 @@ from pyinfra.context import ctx_host
 from roles.facts.config_files import ConfigFileState
 from roles.facts.postgresql import SystemdNeedsReload
 from roles.operations import common
+
 from tests.unit.fact_stubs import FakeHost, run_operation
 
 CNF = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
@@ -20,8 +21,16 @@ CHECK = "/usr/sbin/mariadbd --defaults-file={path} --verbose --help"
 def live(text=None, user="root", group="root", mode=644, checker=True):
     if text is None:
         return {ConfigFileState: {"exists": False, "checker": checker}}
-    return {ConfigFileState: {"exists": True, "checker": checker, "user": user, "group": group,
-                              "mode": mode, "sha256": hashlib.sha256(text.encode()).hexdigest()}}
+    return {
+        ConfigFileState: {
+            "exists": True,
+            "checker": checker,
+            "user": user,
+            "group": group,
+            "mode": mode,
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        }
+    }
 
 
 def run(op, facts, **kwargs):
@@ -37,20 +46,26 @@ def run(op, facts, **kwargs):
 
 
 def test_config_file_as_rendered_is_no_change():
-    commands, uploads, host = run(common.config_file, live(TEXT), path=CNF, content=TEXT, check=CHECK,
-                                  checker="/usr/sbin/mariadbd")
+    commands, uploads, host = run(
+        common.config_file, live(TEXT), path=CNF, content=TEXT, check=CHECK, checker="/usr/sbin/mariadbd"
+    )
     assert commands == [] and host.noops == [f"{CNF} is as rendered"]
 
 
 def test_config_file_owner_and_mode_fixed_without_upload():
-    commands, uploads, _ = run(common.config_file, live(TEXT, user="mysql", mode=600), path=CNF,
-                               content=TEXT)
+    commands, uploads, _ = run(common.config_file, live(TEXT, user="mysql", mode=600), path=CNF, content=TEXT)
     assert commands == [f"chown root:root {CNF}", f"chmod 644 {CNF}"] and uploads == []
 
 
 def test_changed_config_is_checked_by_the_hosts_server_before_it_replaces_the_old_one():
-    commands, uploads, _ = run(common.config_file, live("[mysqld]\nserver_id = 2\n"), path=CNF,
-                               content=TEXT, check=CHECK, checker="/usr/sbin/mariadbd")
+    commands, uploads, _ = run(
+        common.config_file,
+        live("[mysqld]\nserver_id = 2\n"),
+        path=CNF,
+        content=TEXT,
+        check=CHECK,
+        checker="/usr/sbin/mariadbd",
+    )
     candidate = f"{common.CHECK_DIR}/90-dbzfs.cnf"
     assert uploads == [(candidate, TEXT)]
     check = commands[-1]
@@ -63,8 +78,14 @@ def test_changed_config_is_checked_by_the_hosts_server_before_it_replaces_the_ol
 
 
 def test_config_on_a_host_without_the_server_yet_is_placed_unchecked():
-    commands, uploads, _ = run(common.config_file, live(checker=False), path=CNF, content=TEXT,
-                               check=CHECK, checker="/usr/sbin/mariadbd")
+    commands, uploads, _ = run(
+        common.config_file,
+        live(checker=False),
+        path=CNF,
+        content=TEXT,
+        check=CHECK,
+        checker="/usr/sbin/mariadbd",
+    )
     assert uploads == [(f"{common.CHECK_DIR}/90-dbzfs.cnf", TEXT)]
     assert "mariadbd" not in " ".join(commands)
     assert commands[-1].endswith(f"mv -f {common.CHECK_DIR}/90-dbzfs.cnf {CNF}")
@@ -72,8 +93,14 @@ def test_config_on_a_host_without_the_server_yet_is_placed_unchecked():
 
 def test_secret_file_uploaded_privately_then_moved():
     secret = "*:*:replication:replicator:s3cret\n"
-    commands, uploads, _ = run(common.secret_file, live(), path="/var/lib/postgresql/.pgpass",
-                               content=HiddenValue(secret), user="postgres", group="postgres")
+    commands, uploads, _ = run(
+        common.secret_file,
+        live(),
+        path="/var/lib/postgresql/.pgpass",
+        content=HiddenValue(secret),
+        user="postgres",
+        group="postgres",
+    )
     assert uploads == [(f"{common.PRIVATE_DIR}/.pgpass", secret)]
     assert commands[0] == f"install -d -m 0700 -o root -g root {common.PRIVATE_DIR}"
     assert commands[-1] == (
@@ -84,14 +111,26 @@ def test_secret_file_uploaded_privately_then_moved():
 
 
 def test_secret_file_unchanged_is_compared_by_hash():
-    commands, _, host = run(common.secret_file, live("x:y\n", "postgres", "postgres", 600), path="/p",
-                            content="x:y\n", user="postgres", group="postgres")
+    commands, _, host = run(
+        common.secret_file,
+        live("x:y\n", "postgres", "postgres", 600),
+        path="/p",
+        content="x:y\n",
+        user="postgres",
+        group="postgres",
+    )
     assert commands == [] and host.noops
 
 
 def test_secret_file_wrong_mode_fixed_without_upload():
-    commands, uploads, _ = run(common.secret_file, live("x:y\n", "postgres", "postgres", 644), path="/p",
-                               content="x:y\n", user="postgres", group="postgres")
+    commands, uploads, _ = run(
+        common.secret_file,
+        live("x:y\n", "postgres", "postgres", 644),
+        path="/p",
+        content="x:y\n",
+        user="postgres",
+        group="postgres",
+    )
     assert commands == ["chown postgres:postgres /p", "chmod 600 /p"] and uploads == []
 
 
@@ -112,5 +151,11 @@ def test_config_file_state_fact_reads_one_command():
     command = str(fact.command("/etc/x.conf", "/usr/sbin/mariadbd"))
     assert "command -v /usr/sbin/mariadbd" in command and "sha256sum" in command and "stat" in command
     assert fact.process(["checker=1", "stat=root root 644", "sha256=" + "a" * 64, "end=1"]) == {
-        "exists": True, "checker": True, "user": "root", "group": "root", "mode": 644, "sha256": "a" * 64}
+        "exists": True,
+        "checker": True,
+        "user": "root",
+        "group": "root",
+        "mode": 644,
+        "sha256": "a" * 64,
+    }
     assert fact.process(["end=1"]) == {"exists": False, "checker": False}

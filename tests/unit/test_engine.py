@@ -39,8 +39,10 @@ def test_step_keeps_the_call_site_for_every_host(monkeypatch):
 
     engine.step(True, "why", op, name="Step", value=1)
     engine.step(False, "not a standby", op, name="Step", value=1)
-    assert calls == [("op", {"name": "Step", "value": 1}),
-                     ("skip", {"name": "Step", "reason": "not a standby"})]
+    assert calls == [
+        ("op", {"name": "Step", "value": 1}),
+        ("skip", {"name": "Step", "reason": "not a standby"}),
+    ]
 
 
 def test_config_files_are_rendered_by_render_py(monkeypatch):
@@ -63,6 +65,7 @@ def test_memory_overrides_beyond_the_live_ram_stop_the_deploy(fleet):
     from pyinfra.context import ctx_host
 
     from roles.facts.hardware import HostHardware
+
     from tests.unit.fact_stubs import FakeHost
 
     fleet["db1"]["db_settings"] = {"innodb_buffer_pool_size": "3G"}

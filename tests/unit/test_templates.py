@@ -45,8 +45,13 @@ def scratch_dir() -> Path:
 
 
 def as_postgres(*args, **kw):
-    return subprocess.run(["runuser", "-u", "postgres", "--", *args], capture_output=True,
-                          text=True, timeout=kw.pop("timeout", 120), **kw)
+    return subprocess.run(
+        ["runuser", "-u", "postgres", "--", *args],
+        capture_output=True,
+        text=True,
+        timeout=kw.pop("timeout", 120),
+        **kw,
+    )
 
 
 # --- parse checks for every example host ---------------------------------------------------------
@@ -58,12 +63,19 @@ PG_HOSTS = [n for n, d in PROD.items() if d["engine"] == "postgresql"]
 def mariadbd_parsed(cnf_text: str, tmp: Path) -> dict:
     cnf = tmp / "my.cnf"
     cnf.write_text(cnf_text)
-    result = subprocess.run([require(MARIADBD), f"--defaults-file={cnf}", "--verbose", "--help"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [require(MARIADBD), f"--defaults-file={cnf}", "--verbose", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
-    bad = [line for line in result.stderr.splitlines()
-           if "ERROR" in line or ("Warning" in line and "max_open_files" not in line
-                                      and "mysql.plugin" not in line)]
+    bad = [
+        line
+        for line in result.stderr.splitlines()
+        if "ERROR" in line
+        or ("Warning" in line and "max_open_files" not in line and "mysql.plugin" not in line)
+    ]
     assert not bad, bad
     values = {}
     in_table = False
@@ -107,8 +119,9 @@ def pg_checked(conf_text: str, hba_text: str, params: list[str]) -> dict:
         (tmp / "pg_ident.conf").write_text("")
         values = {}
         for param in params:
-            result = as_postgres(require(PG_BIN / "postgres"), f"--config-file={tmp}/postgresql.conf",
-                                 "-C", param)
+            result = as_postgres(
+                require(PG_BIN / "postgres"), f"--config-file={tmp}/postgresql.conf", "-C", param
+            )
             assert result.returncode == 0, result.stderr
             values[param] = result.stdout.strip()
         return values
@@ -119,10 +132,22 @@ def pg_checked(conf_text: str, hba_text: str, params: list[str]) -> dict:
 @pytest.mark.parametrize("name", PG_HOSTS)
 def test_postgresql_conf_parsed_by_postgres(name):
     cfg, sized, files = configs(PROD)[name]
-    v = pg_checked(files["postgresql.conf.j2"], files["pg_hba.conf.j2"],
-                   ["full_page_writes", "wal_init_zero", "wal_recycle", "shared_buffers",
-                    "effective_cache_size", "work_mem", "max_connections", "wal_level",
-                    "hot_standby", "data_directory"])
+    v = pg_checked(
+        files["postgresql.conf.j2"],
+        files["pg_hba.conf.j2"],
+        [
+            "full_page_writes",
+            "wal_init_zero",
+            "wal_recycle",
+            "shared_buffers",
+            "effective_cache_size",
+            "work_mem",
+            "max_connections",
+            "wal_level",
+            "hot_standby",
+            "data_directory",
+        ],
+    )
     assert v["full_page_writes"] == "off"
     assert v["wal_init_zero"] == "off" and v["wal_recycle"] == "off"
     # -C prints memory in the parameter's unit: 8kB pages for shared_buffers, kB for work_mem
@@ -136,8 +161,9 @@ def test_postgresql_conf_parsed_by_postgres(name):
 
 def test_pg_hba_allows_only_named_replicas():
     _, _, files = configs(PROD)["pg01"]
-    rules = [line.split() for line in files["pg_hba.conf.j2"].splitlines()
-             if line and not line.startswith("#")]
+    rules = [
+        line.split() for line in files["pg_hba.conf.j2"].splitlines() if line and not line.startswith("#")
+    ]
     replication = [r for r in rules if r[1] == "replication"]
     assert replication == [
         ["host", "replication", "replicator", "10.30.0.12/32", "scram-sha-256"],
@@ -155,10 +181,10 @@ def test_full_page_writes_stays_on_below_8k_records(fleet):
 
 def test_zfs_modprobe_conf(fleet):
     fleet["db1"]["zfs_module_params"] = {"zfs_txg_timeout": 10}
-    for name, (cfg, sized, files) in configs(fleet).items():
-        lines = [l for l in files["zfs.conf.j2"].splitlines() if l and not l.startswith("#")]
-        assert all(re.fullmatch(r"options zfs [a-z_]+=\d+", l) for l in lines), lines
-        params = dict(l.split()[2].split("=") for l in lines)
+    for cfg, sized, files in configs(fleet).values():
+        lines = [line for line in files["zfs.conf.j2"].splitlines() if line and not line.startswith("#")]
+        assert all(re.fullmatch(r"options zfs [a-z_]+=\d+", line) for line in lines), lines
+        params = dict(line.split()[2].split("=") for line in lines)
         assert int(params["zfs_arc_max"]) == sized.zfs["zfs_arc_max"]
         assert ("zfs_prefetch_disable" in params) == (cfg.engine == "mariadb")
     assert "options zfs zfs_txg_timeout=10" in configs(fleet)["db1"][2]["zfs.conf.j2"]
@@ -178,6 +204,7 @@ def test_db_settings_override_without_duplicates(fleet):
 
 
 # --- throwaway servers on a lab-sized host ------------------------------------------------------
+
 
 def lab_sized(fleet, name, tmp: Path) -> tuple:
     """The fleet's host with its datasets mounted under tmp instead of /datastore."""
@@ -206,6 +233,7 @@ def test_my_cnf_runs_a_real_mariadb(fleet, name):
     try:
         cfg, sized, files = lab_sized(fleet, name, tmp)
         from roles.render import mariadb_paths
+
         paths = mariadb_paths(cfg)
         for key in ("datadir", "redo_dir", "binlog_dir", "relay_dir"):
             Path(paths[key]).mkdir(parents=True)
@@ -213,17 +241,39 @@ def test_my_cnf_runs_a_real_mariadb(fleet, name):
         cnf.write_text(files["my.cnf.j2"])
         sock = tmp / "mysqld.sock"
         common = [f"--defaults-file={cnf}", "--user=root"]
-        result = subprocess.run([require(INSTALL_DB), *common, "--skip-test-db",
-                                 "--auth-root-authentication-method=socket"],
-                                capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [require(INSTALL_DB), *common, "--skip-test-db", "--auth-root-authentication-method=socket"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
-        server = subprocess.Popen([require(MARIADBD), *common, "--skip-networking",
-                                   f"--socket={sock}", f"--pid-file={tmp}/mysqld.pid",
-                                   f"--log-error={tmp}/error.log"])
+        server = subprocess.Popen(
+            [
+                require(MARIADBD),
+                *common,
+                "--skip-networking",
+                f"--socket={sock}",
+                f"--pid-file={tmp}/mysqld.pid",
+                f"--log-error={tmp}/error.log",
+            ]
+        )
         wait_for(sock.exists, 120, f"mariadbd socket (log: {tmp}/error.log)")
-        query = subprocess.run(["mariadb", "--no-defaults", f"--socket={sock}", "-uroot", "-N",
-                                "-B", "-e", "SHOW GLOBAL VARIABLES"],
-                               capture_output=True, text=True, timeout=60)
+        query = subprocess.run(
+            [
+                "mariadb",
+                "--no-defaults",
+                f"--socket={sock}",
+                "-uroot",
+                "-N",
+                "-B",
+                "-e",
+                "SHOW GLOBAL VARIABLES",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert query.returncode == 0, query.stderr
         v = dict(line.split("\t", 1) for line in query.stdout.splitlines() if "\t" in line)
         assert v["innodb_doublewrite"] == "OFF"
@@ -252,6 +302,7 @@ def test_postgresql_conf_runs_a_real_postgres(fleet, name):
     try:
         cfg, sized, files = lab_sized(fleet, name, tmp)
         from roles.render import postgresql_paths
+
         paths = postgresql_paths(cfg)
         etc, run = tmp / "etc", tmp / "run"
         for d in (etc, run, Path(paths["data_directory"]).parent, Path(paths["wal_directory"]).parent):
@@ -262,14 +313,32 @@ def test_postgresql_conf_runs_a_real_postgres(fleet, name):
         (etc / "postgresql.conf").write_text(conf)
         (etc / "pg_hba.conf").write_text(files["pg_hba.conf.j2"])
         (etc / "pg_ident.conf").write_text("")
-        init = as_postgres(require(PG_BIN / "initdb"), "-D", paths["data_directory"],
-                           f"--waldir={paths['wal_directory']}", "--auth-local=peer",
-                           "--auth-host=scram-sha-256", "-U", "postgres", timeout=300)
+        init = as_postgres(
+            require(PG_BIN / "initdb"),
+            "-D",
+            paths["data_directory"],
+            f"--waldir={paths['wal_directory']}",
+            "--auth-local=peer",
+            "--auth-host=scram-sha-256",
+            "-U",
+            "postgres",
+            timeout=300,
+        )
         assert init.returncode == 0, init.stderr
         # The lab address does not exist on this machine: listen on the socket only.
-        start = as_postgres(require(PG_BIN / "pg_ctl"), "-D", paths["data_directory"], "-w",
-                            "-t", "120", "-l", f"{tmp}/server.log", "-o",
-                            f"-c config_file={etc}/postgresql.conf -c listen_addresses=''", "start")
+        start = as_postgres(
+            require(PG_BIN / "pg_ctl"),
+            "-D",
+            paths["data_directory"],
+            "-w",
+            "-t",
+            "120",
+            "-l",
+            f"{tmp}/server.log",
+            "-o",
+            f"-c config_file={etc}/postgresql.conf -c listen_addresses=''",
+            "start",
+        )
         assert start.returncode == 0, start.stdout + start.stderr + (tmp / "server.log").read_text()
         started = True
 
@@ -281,10 +350,12 @@ def test_postgresql_conf_runs_a_real_postgres(fleet, name):
         assert show("SHOW full_page_writes") == "off"
         assert show("SHOW wal_init_zero") == "off"
         assert show("SHOW wal_recycle") == "off"
-        assert show("SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'") \
-            == str(sized.database["shared_buffers"])
-        assert show("SELECT setting::bigint * 1024 FROM pg_settings WHERE name = 'work_mem'") \
-            == str(sized.database["work_mem"])
+        assert show("SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'") == str(
+            sized.database["shared_buffers"]
+        )
+        assert show("SELECT setting::bigint * 1024 FROM pg_settings WHERE name = 'work_mem'") == str(
+            sized.database["work_mem"]
+        )
         assert show("SHOW data_directory") == paths["data_directory"]
         assert show("SHOW wal_level") == "replica"
         assert show("SELECT count(*) FROM pg_hba_file_rules WHERE error IS NOT NULL") == "0"
@@ -292,6 +363,7 @@ def test_postgresql_conf_runs_a_real_postgres(fleet, name):
         assert os.readlink(Path(paths["data_directory"]) / "pg_wal") == paths["wal_directory"]
     finally:
         if started:
-            as_postgres(str(PG_BIN / "pg_ctl"), "-D", paths["data_directory"], "-m", "immediate",
-                        "-w", "stop")
+            as_postgres(
+                str(PG_BIN / "pg_ctl"), "-D", paths["data_directory"], "-m", "immediate", "-w", "stop"
+            )
         shutil.rmtree(tmp, ignore_errors=True)

@@ -12,11 +12,22 @@ sized = engine.sized_for_this_host(cfg)
 line = host.data.get("refused_line")
 if cfg.engine == "mariadb":
     text = render.render("my.cnf.j2", render.mariadb_context(cfg, sized)) + f"\n[mysqld]\n{line}\n"
-    common.config_file(name="my.cnf with a line mariadbd refuses", path=mariadb.CONFIG, content=text,
-                       check=mariadb.CONFIG_CHECK, checker=mariadb.SERVER_BINARY)
+    common.config_file(
+        name="my.cnf with a line mariadbd refuses",
+        path=mariadb.CONFIG,
+        content=text,
+        check=mariadb.CONFIG_CHECK,
+        checker=mariadb.SERVER_BINARY,
+    )
 else:
     members = list(engine.group(cfg).members)
     text = render.render("postgresql.conf.j2", render.postgresql_context(cfg, sized, members)) + f"{line}\n"
-    common.config_file(name="postgresql.conf with a line postgres refuses",
-                       path=f"{postgresql.CONFIG_DIR}/postgresql.conf", content=text, user="postgres",
-                       group="postgres", check=postgresql.CONFIG_CHECK, checker=postgresql.SERVER_BINARY)
+    common.config_file(
+        name="postgresql.conf with a line postgres refuses",
+        path=f"{postgresql.CONFIG_DIR}/postgresql.conf",
+        content=text,
+        user="postgres",
+        group="postgres",
+        check=postgresql.CONFIG_CHECK,
+        checker=postgresql.SERVER_BINARY,
+    )
