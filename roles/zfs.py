@@ -16,6 +16,7 @@ from roles.engine import sized_for_this_host
 from roles.facts.drives import DrivesByPattern
 from roles.facts.zfs import ZpoolProperties
 from roles.hostdata import HostConfig
+from roles.operations import accounts
 from roles.operations import zfs as zfs_ops
 from roles.operations import zpool
 
@@ -83,10 +84,8 @@ def pool(cfg: HostConfig):
 @deploy("Datasets")
 def datasets(cfg: HostConfig):
     account = SERVICE_USERS[cfg.engine]
-    server.group(name=f"Service group {account['user']}", group=account["user"], system=True)
-    server.user(name=f"Service account {account['user']}", user=account["user"], system=True,
-                home=account["home"], shell=account["shell"], ensure_home=False,
-                group=account["user"])
+    accounts.system_account(name=f"Service account {account['user']} (and its group)",
+                            account=account["user"], home=account["home"], shell=account["shell"])
     # The pool's root dataset holds no data and is not mounted [Let's Encrypt]; the engine's
     # datasets set their own mountpoints.
     zfs_ops.dataset(name=f"Dataset {cfg.pool.name} (not mounted)", dataset_name=cfg.pool.name,

@@ -40,10 +40,19 @@ def test_pattern_without_match_is_empty():
     assert drives_by_pattern("nvme-MICRON_*") == []
 
 
-def test_pattern_command_lists_by_id_with_targets():
+def test_pattern_command_lists_by_id_with_targets_in_one_process():
     command = str(DrivesByPattern().command(pattern="nvme-X_*"))
-    assert command.startswith("for f in /dev/disk/by-id/*; do")
-    assert 'readlink -f "$f"' in command
+    assert command.startswith("find /dev/disk/by-id/ -mindepth 1 -maxdepth 1 -type l -xtype b")
+    assert "-printf '%f %l\\n'" in command and "readlink" not in command
+
+
+def test_relative_udev_links_are_resolved_for_alias_detection():
+    fact = DrivesByPattern()
+    fact.command(pattern="nvme-QEMU_*")
+    lines = ["nvme-QEMU_NVMe_Ctrl_db1-nvme01 ../../nvme1n1", "nvme-QEMU_NVMe_Ctrl_db1-nvme01_1 ../../nvme1n1",
+             "nvme-QEMU_NVMe_Ctrl_db1-nvme00 ../../nvme0n1", "nvme-QEMU_NVMe_Ctrl_db1-nvme00-part1 ../../nvme0n1p1"]
+    assert fact.process(lines) == ["/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_db1-nvme00",
+                                   "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_db1-nvme01"]
 
 
 def test_natural_key():
