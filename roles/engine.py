@@ -35,7 +35,10 @@ def sized_for_this_host(cfg: HostConfig) -> Sizing:
     """Settings sized from the live host's RAM and CPUs (HostHardware). Stops the deploy before
     any operation of the host when its memory overrides with the ARC exceed the RAM it really has
     (validation checked the declared `hardware`, which may differ)."""
-    hw = _hardware.get(host.name) or _hardware.setdefault(host.name, host.get_fact(HostHardware))
+    key = (id(state), host.name)
+    if key not in _hardware:
+        _hardware[key] = host.get_fact(HostHardware)
+    hw = _hardware[key]
     problems = db_settings.memory_problems(cfg, hw["ram_bytes"], hw["cpus"])
     if problems:
         raise PyinfraError("\n".join(f"{p} (live RAM and CPUs of the host); nothing was changed"
@@ -44,7 +47,7 @@ def sized_for_this_host(cfg: HostConfig) -> Sizing:
 
 
 # The host's RAM and CPUs do not change during a run: read once per host (three roles size).
-_hardware: dict[str, dict] = {}
+_hardware: dict[tuple[int, str], dict] = {}
 
 
 @dataclass(frozen=True)
@@ -112,13 +115,23 @@ def step(applies: bool, why_not: str, op, **kwargs):
 
 
 _refreshed: set[tuple[int, str]] = set()
+_installed: dict[tuple[int, str], dict] = {}
+
+
+def installed_packages() -> dict:
+    """The host's Debian packages as the deploy found them (DebPackages, read once per host and
+    run: roles decide what to install from it while the deploy is prepared, before any change)."""
+    key = (id(state), host.name)
+    if key not in _installed:
+        _installed[key] = host.get_fact(DebPackages) or {}
+    return _installed[key]
 
 
 def packages(name: str, names: list[str], installed: dict | None = None, **kwargs) -> None:
     """apt packages (no recommends), with the package lists refreshed first only when one of them
     is missing, and at most once per host and run: a converge an hour or a week later must not
     count a list refresh as a change. `installed`: the DebPackages fact when already read."""
-    installed = host.get_fact(DebPackages) if installed is None else installed
+    installed = installed_packages() if installed is None else installed
     key = (id(state), host.name)
     if any(p not in (installed or {}) for p in names) and key not in _refreshed:
         _refreshed.add(key)

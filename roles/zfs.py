@@ -7,7 +7,6 @@ from __future__ import annotations
 from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
-from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import KernelVersion, LinuxDistribution
 from pyinfra.operations import apt, files, server, systemd
 
@@ -48,7 +47,7 @@ def resolve_drives(cfg: HostConfig) -> list[str]:
 def install():
     try:
         suite = zfs_packages.suite(host.get_fact(LinuxDistribution))
-        installed = host.get_fact(DebPackages)
+        installed = engine.installed_packages()
         headers = zfs_packages.header_packages(host.get_fact(KernelVersion), installed)
     except zfs_packages.InstallError as e:
         raise PyinfraError(f"{host.name}: {e}; nothing was changed.") from None
