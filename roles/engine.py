@@ -127,15 +127,17 @@ def installed_packages() -> dict:
     return _installed[key]
 
 
-def packages(name: str, names: list[str], installed: dict | None = None, **kwargs) -> None:
-    """apt packages (no recommends), with the package lists refreshed first only when one of them
-    is missing, and at most once per host and run: a converge an hour or a week later must not
-    count a list refresh as a change. `installed`: the DebPackages fact when already read."""
+def packages(name: str, names: list[str], installed: dict | None = None, max_list_age: int = 3600,
+             **kwargs) -> None:
+    """apt packages (no recommends). Only when one of them is missing are the package lists
+    refreshed first, at most once per host and run, and only when older than `max_list_age`
+    seconds (0: whatever their age, e.g. after adding a source): a converge an hour or a week
+    later must not count a list refresh as a change. `installed`: DebPackages, when already read."""
     installed = installed_packages() if installed is None else installed
     key = (id(state), host.name)
     if any(p not in (installed or {}) for p in names) and key not in _refreshed:
         _refreshed.add(key)
-        apt.update(name="Refresh the package lists")
+        apt.update(name="Refresh the package lists", cache_time=max_list_age or None)
     apt.packages(name=name, packages=names, no_recommends=True, **kwargs)
 
 

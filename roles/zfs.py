@@ -56,7 +56,7 @@ def install():
     # The package lists are refreshed only when something must be installed (engine.packages),
     # so that a converge of an installed host changes nothing.
     engine.packages("Kernel headers for the ZFS module build (running kernel, kernel metapackages)",
-                    headers, installed=installed)
+                    headers, installed=installed, max_list_age=0)  # lists of the source just added
     engine.packages(f"ZFS from {suite}-backports (DKMS builds the module: minutes)",
                     zfs_packages.ZFS_PACKAGES, installed=installed,
                     extra_install_args=f"-t {suite}-backports")

@@ -78,3 +78,29 @@ def test_memory_overrides_beyond_the_live_ram_stop_the_deploy(fleet):
     with ctx_host.use(FakeHost({HostHardware: {"ram_bytes": 64 * 1024**3, "cpus": 8}})):
         assert engine.sized_for_this_host(cfg).database["innodb_buffer_pool_size"] > 3 * 1024**3
     engine._hardware.clear()
+
+
+def test_package_lists_refreshed_only_for_a_missing_package_once_and_when_old(monkeypatch):
+    from pyinfra.context import ctx_host
+
+    from tests.unit.fact_stubs import FakeHost
+
+    calls = []
+    monkeypatch.setattr(engine.apt, "update", lambda **kw: calls.append(("update", kw)))
+    monkeypatch.setattr(engine.apt, "packages", lambda **kw: calls.append(("packages", kw["packages"])))
+    installed = {"mariadb-server": ["1"], "mariadb-client": ["1"]}
+    engine._refreshed.clear()
+    with ctx_host.use(FakeHost({})):
+        engine.packages("MariaDB", ["mariadb-server", "mariadb-client"], installed=installed)
+        assert calls == [("packages", ["mariadb-server", "mariadb-client"])]  # a week later: no refresh
+        calls.clear()
+        engine.packages("ZFS headers", ["linux-headers-amd64"], installed=installed, max_list_age=0)
+        engine.packages("PostgreSQL", ["postgresql-15"], installed=installed)
+    assert calls == [("update", {"name": "Refresh the package lists", "cache_time": None}),
+                     ("packages", ["linux-headers-amd64"]), ("packages", ["postgresql-15"])]
+    engine._refreshed.clear()
+    calls.clear()
+    with ctx_host.use(FakeHost({})):
+        engine.packages("PostgreSQL", ["postgresql-15"], installed=installed)
+    assert calls[0] == ("update", {"name": "Refresh the package lists", "cache_time": 3600})
+    engine._refreshed.clear()
