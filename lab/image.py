@@ -210,7 +210,9 @@ def _build(lab: Lab, variant: str, tmp: Path, log: Log) -> None:
         chroot("apt-get", "update", "-q")
         # When the lists were refreshed (Debian leaves /var/lib/apt/periodic empty; pyinfra's
         # apt.update(cache_time=...) reads and writes this stamp).
-        chroot("sh", "-c", "mkdir -p /var/lib/apt/periodic && touch /var/lib/apt/periodic/update-success-stamp")
+        chroot(
+            "sh", "-c", "mkdir -p /var/lib/apt/periodic && touch /var/lib/apt/periodic/update-success-stamp"
+        )
         chroot("apt-get", "dist-upgrade", "-y", "-q")
         chroot("apt-get", "install", "-y", "-q", "--no-install-recommends", *spec["kernel_packages"])
         if not bare:

@@ -11,11 +11,13 @@ waits for the primary's replication account created in the step before it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyinfra import host, inventory, state
 from pyinfra.api import HiddenValue
 from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
 
@@ -41,8 +43,9 @@ def sized_for_this_host(cfg: HostConfig) -> Sizing:
     hw = _hardware[key]
     problems = db_settings.memory_problems(cfg, hw["ram_bytes"], hw["cpus"])
     if problems:
-        raise PyinfraError("\n".join(f"{p} (live RAM and CPUs of the host); nothing was changed"
-                                      for p in problems))
+        raise PyinfraError(
+            "\n".join(f"{p} (live RAM and CPUs of the host); nothing was changed" for p in problems)
+        )
     return cfg.sizing(ram_bytes=hw["ram_bytes"], cpus=hw["cpus"])
 
 
@@ -101,12 +104,14 @@ def secret(key: str) -> HiddenValue:
         raise PyinfraError(f"{host.name}: {exc}") from None
     value = loaded.get(key)
     if not value:
-        raise PyinfraError(f"{host.name}: secret {key!r} is missing (looked in: {loaded.source}); "
-                           f"export {secrets.env_name(key)} or add it to the secrets file")
+        raise PyinfraError(
+            f"{host.name}: secret {key!r} is missing (looked in: {loaded.source}); "
+            f"export {secrets.env_name(key)} or add it to the secrets file"
+        )
     return HiddenValue(value)
 
 
-def step(applies: bool, why_not: str, op, **kwargs):
+def step(applies: bool, why_not: str, op: Callable[..., OperationMeta], **kwargs) -> OperationMeta:
     """Call `op` on this host, or a no-op in its place at the same call site (see the module's
     docstring), so that hosts of a group stay joined at this step."""
     if not applies:
@@ -127,8 +132,9 @@ def installed_packages() -> dict:
     return _installed[key]
 
 
-def packages(name: str, names: list[str], installed: dict | None = None, max_list_age: int = 3600,
-             **kwargs) -> None:
+def packages(
+    name: str, names: list[str], installed: dict | None = None, max_list_age: int = 3600, **kwargs
+) -> None:
     """apt packages (no recommends). Only when one of them is missing are the package lists
     refreshed first, at most once per host and run, and only when older than `max_list_age`
     seconds (0: whatever their age, e.g. after adding a source): a converge an hour or a week
@@ -141,17 +147,33 @@ def packages(name: str, names: list[str], installed: dict | None = None, max_lis
     apt.packages(name=name, packages=names, no_recommends=True, **kwargs)
 
 
-def config_file(template: str, context: dict, dest: str, check: str | None = None,
-                checker: str | None = None, user: str = "root", group: str = "root",
-                mode: str = "644", name: str | None = None):
+def config_file(
+    template: str,
+    context: dict,
+    dest: str,
+    check: str | None = None,
+    checker: str | None = None,
+    user: str = "root",
+    group: str = "root",
+    mode: str = "644",
+    name: str | None = None,
+) -> OperationMeta:
     """A file from templates/ rendered by roles/render.py (the same code and Jinja settings the
     unit tests and `render_host` use) and placed with roles.operations.common.config_file."""
-    return common.config_file(name=name or dest, path=dest, content=render.render(template, context),
-                              user=user, group=group, mode=mode, check=check, checker=checker)
+    return common.config_file(
+        name=name or dest,
+        path=dest,
+        content=render.render(template, context),
+        user=user,
+        group=group,
+        mode=mode,
+        check=check,
+        checker=checker,
+    )
 
 
-def text_file(text: str, dest: str, user: str = "root", group: str = "root", mode: str = "644",
-              name: str | None = None):
+def text_file(
+    text: str, dest: str, user: str = "root", group: str = "root", mode: str = "644", name: str | None = None
+) -> OperationMeta:
     """A file with text rendered by roles/render.py (e.g. a systemd drop-in)."""
-    return common.config_file(name=name or dest, path=dest, content=text, user=user, group=group,
-                              mode=mode)
+    return common.config_file(name=name or dest, path=dest, content=text, user=user, group=group, mode=mode)

@@ -19,8 +19,7 @@ from pyinfra.operations import files, mysql, systemd
 
 from roles import engine, render, secrets
 from roles.hostdata import HostConfig
-from roles.operations import common
-from roles.operations import mariadb as mariadb_ops
+from roles.operations import common, mariadb as mariadb_ops
 
 CONFIG = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
 DROP_IN = "/etc/systemd/system/mariadb.service.d/dbzfs-zfs.conf"
@@ -60,34 +59,36 @@ def app_grants(cfg: HostConfig, user: dict) -> dict[str, str]:
     grants = {db: "ALL" for db in owned}
     if user.get("database"):
         grants[user["database"]] = user.get("privileges") or (
-            "ALL" if user["database"] in owned else APP_PRIVILEGES)
+            "ALL" if user["database"] in owned else APP_PRIVILEGES
+        )
     return grants
 
 
 @deploy("MariaDB directories and config")
-def config(cfg: HostConfig, context: dict):
+def config(cfg: HostConfig, context: dict) -> None:
     paths = context["paths"]
     for key in ("redo_dir", "binlog_dir", "relay_dir"):
-        files.directory(name=f"{paths[key]} (mysql, 0750)", path=paths[key], user="mysql",
-                        group="mysql", mode="0750")
+        files.directory(
+            name=f"{paths[key]} (mysql, 0750)", path=paths[key], user="mysql", group="mysql", mode="0750"
+        )
     engine.config_file("my.cnf.j2", context, CONFIG, check=CONFIG_CHECK, checker=SERVER_BINARY)
     engine.text_file(systemd_drop_in(cfg), DROP_IN, name=f"{DROP_IN}: after the ZFS mounts")
 
 
 @deploy("MariaDB server")
-def install():
+def install() -> None:
     engine.packages("MariaDB server and client from Debian", PACKAGES)
     common.unit_files_loaded(name="systemd re-reads the unit", unit_name=SERVICE)
     # Most InnoDB settings are not dynamic: a config written after the server started takes a
     # restart (a fresh install started it with the config already in place).
-    mariadb_ops.runs_current_config(name="MariaDB runs its current config", service=SERVICE,
-                                    config_paths=[CONFIG])
-    systemd.service(name="MariaDB running and enabled", service=SERVICE, running=True,
-                    enabled=True)
+    mariadb_ops.runs_current_config(
+        name="MariaDB runs its current config", service=SERVICE, config_paths=[CONFIG]
+    )
+    systemd.service(name="MariaDB running and enabled", service=SERVICE, running=True, enabled=True)
 
 
 @deploy("MariaDB accounts and databases")
-def accounts(cfg: HostConfig, group: engine.Group):
+def accounts(cfg: HostConfig, group: engine.Group) -> None:
     """On the primary only: they replicate. A write on a replica would put a local GTID into its
     binlog and break gtid_strict_mode replication."""
     mariadb_ops.no_insecure_accounts(name="No anonymous or remote root accounts")
@@ -95,43 +96,56 @@ def accounts(cfg: HostConfig, group: engine.Group):
     replicas = group.replicas
     repl_password = engine.secret(secrets.REPLICATION_PASSWORD) if replicas else None
     for replica in replicas:
-        mariadb_ops.user(name=f"{repl_user}@{replica.replication_address} for {replica.name}",
-                         user=repl_user, user_host=replica.replication_address,
-                         password=repl_password)
-        mariadb_ops.grants(name=f"Privileges of {repl_user}@{replica.replication_address}",
-                           user=repl_user, user_host=replica.replication_address,
-                           privileges=mariadb_ops.REPLICATION_PRIVILEGES)
+        mariadb_ops.user(
+            name=f"{repl_user}@{replica.replication_address} for {replica.name}",
+            user=repl_user,
+            user_host=replica.replication_address,
+            password=repl_password,
+        )
+        mariadb_ops.grants(
+            name=f"Privileges of {repl_user}@{replica.replication_address}",
+            user=repl_user,
+            user_host=replica.replication_address,
+            privileges=mariadb_ops.REPLICATION_PRIVILEGES,
+        )
     for db in cfg.databases:
         mysql.database(name=f"Database {db['name']}", database=db["name"], charset="utf8mb4")
     for user in cfg.db_users:
         password = engine.secret(user["password_secret"])
         for client in client_hosts(cfg):
-            mariadb_ops.user(name=f"User {user['name']}@{client}", user=user["name"],
-                             user_host=client, password=password)
+            mariadb_ops.user(
+                name=f"User {user['name']}@{client}", user=user["name"], user_host=client, password=password
+            )
             for database, privileges in app_grants(cfg, user).items():
-                mariadb_ops.grants(name=f"Privileges of {user['name']}@{client} on {database}",
-                                   user=user["name"], user_host=client, privileges=privileges,
-                                   database=database)
+                mariadb_ops.grants(
+                    name=f"Privileges of {user['name']}@{client} on {database}",
+                    user=user["name"],
+                    user_host=client,
+                    privileges=privileges,
+                    database=database,
+                )
 
 
 @deploy("MariaDB replica")
-def replica(cfg: HostConfig, group: engine.Group):
+def replica(cfg: HostConfig, group: engine.Group) -> None:
     # A step every host of the group passes (engine.step): a replica is seeded only after the
     # primary's accounts exist.
     is_replica = cfg.role == "replica"
     source = group.source() if is_replica else None
     engine.step(
-        is_replica, "not a replica", mariadb_ops.replica,
-        name=(f"GTID replica of {source.name} ({source.replication_address})" if source
-              else "GTID replica"),
+        is_replica,
+        "not a replica",
+        mariadb_ops.replica,
+        name=(f"GTID replica of {source.name} ({source.replication_address})" if source else "GTID replica"),
         primary_address=source.replication_address if source else None,
         replication_user=render.REPLICATION_USER["mariadb"],
         password=engine.secret(secrets.REPLICATION_PASSWORD) if is_replica else None,
-        port=render.MARIADB_PORT)
+        port=render.MARIADB_PORT,
+    )
 
 
 @deploy("MariaDB")
-def server():
+def server() -> None:
     cfg = engine.host_config()
     group = engine.group(cfg)
     context = render.mariadb_context(cfg, engine.sized_for_this_host(cfg))

@@ -17,8 +17,7 @@ from pyinfra.operations import files, systemd
 
 from roles import engine, render, secrets
 from roles.hostdata import HostConfig
-from roles.operations import common
-from roles.operations import postgresql as pg
+from roles.operations import common, postgresql as pg
 
 VERSION = render.PG_VERSION
 CLUSTER = render.PG_CLUSTER
@@ -36,41 +35,71 @@ CONFIG_CHECK = f"runuser -u postgres -- {SERVER_BINARY} --config-file={{path}} -
 
 
 def dropin_text(cfg: HostConfig) -> str:
-    return render.after_zfs_mounts(cfg, "roles/postgresql.py", "start only once the ZFS datasets are mounted.")
+    return render.after_zfs_mounts(
+        cfg, "roles/postgresql.py", "start only once the ZFS datasets are mounted."
+    )
 
 
 # --- steps --------------------------------------------------------------------------------------
 
 
 @deploy("Install PostgreSQL")
-def install(cfg: HostConfig):
+def install(cfg: HostConfig) -> None:
     # Debian would create 15/main in /var/lib/postgresql when postgresql-15 is installed; the
     # cluster is created on the datasets instead. postgresql-common's createcluster.conf reads
     # createcluster.d/, so the setting is in place before the one install of every package.
-    engine.text_file("# Managed by dbzfs (roles/postgresql.py): the cluster is created on the ZFS datasets.\n"
-                     "create_main_cluster = false\n", CREATECLUSTER_DROPIN,
-                     name="No default cluster on install")
-    engine.packages(f"PostgreSQL {VERSION}",
-                    ["postgresql-common", f"postgresql-{VERSION}", f"postgresql-client-{VERSION}"])
+    engine.text_file(
+        "# Managed by dbzfs (roles/postgresql.py): the cluster is created on the ZFS datasets.\n"
+        "create_main_cluster = false\n",
+        CREATECLUSTER_DROPIN,
+        name="No default cluster on install",
+    )
+    engine.packages(
+        f"PostgreSQL {VERSION}",
+        ["postgresql-common", f"postgresql-{VERSION}", f"postgresql-client-{VERSION}"],
+    )
     engine.text_file(dropin_text(cfg), DROPIN, name=f"{UNIT} after the ZFS mounts")
     common.unit_files_loaded(name="systemd re-reads the unit", unit_name=UNIT)
 
 
-def configure(cfg: HostConfig, group: engine.Group, applies: bool, why_not: str):
+def configure(cfg: HostConfig, group: engine.Group, applies: bool, why_not: str) -> None:
     sized = engine.sized_for_this_host(cfg)
     members = list(group.members)
-    engine.step(applies, why_not, engine.config_file,
-                name=f"{CONFIG_DIR}/postgresql.conf", template="postgresql.conf.j2",
-                context=render.postgresql_context(cfg, sized, members),
-                dest=f"{CONFIG_DIR}/postgresql.conf", user="postgres", group="postgres", mode="644",
-                check=CONFIG_CHECK, checker=SERVER_BINARY)
-    engine.step(applies, why_not, engine.config_file,
-                name=f"{CONFIG_DIR}/pg_hba.conf", template="pg_hba.conf.j2",
-                context=render.pg_hba_context(cfg, members),
-                dest=f"{CONFIG_DIR}/pg_hba.conf", user="postgres", group="postgres", mode="640")
-    engine.step(applies, why_not, pg.apply_config,
-                name="Reload or restart for changed files", version=VERSION, cluster_name=CLUSTER,
-                config_files=[f"{CONFIG_DIR}/postgresql.conf", f"{CONFIG_DIR}/pg_hba.conf"])
+    engine.step(
+        applies,
+        why_not,
+        engine.config_file,
+        name=f"{CONFIG_DIR}/postgresql.conf",
+        template="postgresql.conf.j2",
+        context=render.postgresql_context(cfg, sized, members),
+        dest=f"{CONFIG_DIR}/postgresql.conf",
+        user="postgres",
+        group="postgres",
+        mode="644",
+        check=CONFIG_CHECK,
+        checker=SERVER_BINARY,
+    )
+    engine.step(
+        applies,
+        why_not,
+        engine.config_file,
+        name=f"{CONFIG_DIR}/pg_hba.conf",
+        template="pg_hba.conf.j2",
+        context=render.pg_hba_context(cfg, members),
+        dest=f"{CONFIG_DIR}/pg_hba.conf",
+        user="postgres",
+        group="postgres",
+        mode="640",
+    )
+    engine.step(
+        applies,
+        why_not,
+        pg.apply_config,
+        name="Reload or restart for changed files",
+        version=VERSION,
+        cluster_name=CLUSTER,
+        config_files=[f"{CONFIG_DIR}/postgresql.conf", f"{CONFIG_DIR}/pg_hba.conf"],
+    )
     engine.step(applies, why_not, systemd.service, name=f"{UNIT} running", service=UNIT, running=True)
 
 
@@ -79,13 +108,14 @@ def database_grants(cfg: HostConfig) -> list[dict]:
     connects to its "database" (default: the database named like it) and owns it when the
     database names it as owner or the user says "owner": true."""
     declared = {db["name"]: dict(db) for db in cfg.databases}
-    result = {name: {"name": name, "owner": db.get("owner"), "connect": []}
-              for name, db in declared.items()}
+    result = {name: {"name": name, "owner": db.get("owner"), "connect": []} for name, db in declared.items()}
     for user in cfg.db_users:
         target = user.get("database") or user["name"]
         if target not in result:
-            raise PyinfraError(f"{cfg.name}: db_users {user['name']!r} connects to database "
-                               f"{target!r}, which is not in databases; declare it")
+            raise PyinfraError(
+                f"{cfg.name}: db_users {user['name']!r} connects to database "
+                f"{target!r}, which is not in databases; declare it"
+            )
         if user.get("owner"):
             result[target]["owner"] = user["name"]
         result[target]["connect"].append(user["name"])
@@ -93,65 +123,117 @@ def database_grants(cfg: HostConfig) -> list[dict]:
 
 
 @deploy("PostgreSQL primary")
-def primary(cfg: HostConfig, group: engine.Group, paths: dict):
+def primary(cfg: HostConfig, group: engine.Group, paths: dict) -> None:
     is_primary = cfg.role == "primary"
     why_not = "a standby is built from its primary and gets roles and databases from it"
-    engine.step(is_primary, why_not, pg.cluster,
-                name=f"Cluster {VERSION}/{CLUSTER} on {cfg.data_dataset} + {cfg.log_dataset}",
-                version=VERSION, cluster_name=CLUSTER, data_directory=paths["data_directory"],
-                wal_directory=paths["wal_directory"])
+    engine.step(
+        is_primary,
+        why_not,
+        pg.cluster,
+        name=f"Cluster {VERSION}/{CLUSTER} on {cfg.data_dataset} + {cfg.log_dataset}",
+        version=VERSION,
+        cluster_name=CLUSTER,
+        data_directory=paths["data_directory"],
+        wal_directory=paths["wal_directory"],
+    )
     configure(cfg, group, is_primary, why_not)
     standbys = group.replicas if is_primary else []
-    engine.step(bool(standbys), "no standby follows this host", pg.login_role,
-                name=f"Replication role {REPLICATION_USER}", role_name=REPLICATION_USER,
-                password=engine.secret(secrets.REPLICATION_PASSWORD) if standbys else None,
-                replication=True)
+    engine.step(
+        bool(standbys),
+        "no standby follows this host",
+        pg.login_role,
+        name=f"Replication role {REPLICATION_USER}",
+        role_name=REPLICATION_USER,
+        password=engine.secret(secrets.REPLICATION_PASSWORD) if standbys else None,
+        replication=True,
+    )
     if not is_primary:
         return
     # Loops on the primary only: the standby's next step (shared) waits for all of them.
     for s in standbys:
         pg.replication_slot(name=f"Replication slot for {s.name}", slot=pg.slot_name(s.name))
     for user in cfg.db_users:
-        pg.login_role(name=f"Role {user['name']}", role_name=user["name"],
-                      password=engine.secret(user["password_secret"]))
+        pg.login_role(
+            name=f"Role {user['name']}",
+            role_name=user["name"],
+            password=engine.secret(user["password_secret"]),
+        )
     for db in database_grants(cfg):
-        pg.database(name=f"Database {db['name']}", database_name=db["name"], owner=db["owner"],
-                    connect=db["connect"])
+        pg.database(
+            name=f"Database {db['name']}", database_name=db["name"], owner=db["owner"], connect=db["connect"]
+        )
 
 
 @deploy("PostgreSQL standby")
-def standby(cfg: HostConfig, group: engine.Group, paths: dict):
+def standby(cfg: HostConfig, group: engine.Group, paths: dict) -> None:
     is_standby = cfg.role == "replica"
     why_not = "not a standby"
     source = group.source() if is_standby else None
-    engine.step(is_standby, why_not, files.directory, name=f"{HOME} (postgres' home)", path=HOME,
-                user="postgres", group="postgres", mode="755")
-    engine.step(is_standby, why_not, common.secret_file,
-                name=f"{PASSFILE} (replication password, 0600)", path=PASSFILE,
-                content=HiddenValue(pg.pgpass_line(engine.secret(secrets.REPLICATION_PASSWORD).unmask(),
-                                                   REPLICATION_USER)) if is_standby else None,
-                user="postgres", group="postgres", mode="600")
-    engine.step(is_standby, why_not, pg.standby,
-                name="Standby built from the primary (pg_basebackup through its slot)",
-                version=VERSION, cluster_name=CLUSTER, data_directory=paths["data_directory"],
-                wal_directory=paths["wal_directory"],
-                primary_address=source.replication_address if source else None,
-                slot=pg.slot_name(cfg.name), application_name=cfg.name, passfile=PASSFILE,
-                port=render.PG_PORT, replication_user=REPLICATION_USER)
+    engine.step(
+        is_standby,
+        why_not,
+        files.directory,
+        name=f"{HOME} (postgres' home)",
+        path=HOME,
+        user="postgres",
+        group="postgres",
+        mode="755",
+    )
+    engine.step(
+        is_standby,
+        why_not,
+        common.secret_file,
+        name=f"{PASSFILE} (replication password, 0600)",
+        path=PASSFILE,
+        content=HiddenValue(
+            pg.pgpass_line(engine.secret(secrets.REPLICATION_PASSWORD).unmask(), REPLICATION_USER)
+        )
+        if is_standby
+        else None,
+        user="postgres",
+        group="postgres",
+        mode="600",
+    )
+    engine.step(
+        is_standby,
+        why_not,
+        pg.standby,
+        name="Standby built from the primary (pg_basebackup through its slot)",
+        version=VERSION,
+        cluster_name=CLUSTER,
+        data_directory=paths["data_directory"],
+        wal_directory=paths["wal_directory"],
+        primary_address=source.replication_address if source else None,
+        slot=pg.slot_name(cfg.name),
+        application_name=cfg.name,
+        passfile=PASSFILE,
+        port=render.PG_PORT,
+        replication_user=REPLICATION_USER,
+    )
     configure(cfg, group, is_standby, why_not)
-    engine.step(is_standby, why_not, pg.standby_health, name="Standby streams from the primary",
-                primary=source.name if source else None)
+    engine.step(
+        is_standby,
+        why_not,
+        pg.standby_health,
+        name="Standby streams from the primary",
+        primary=source.name if source else None,
+    )
 
 
 @deploy("PostgreSQL replication check")
-def replication_check(cfg: HostConfig, group: engine.Group):
+def replication_check(cfg: HostConfig, group: engine.Group) -> None:
     standbys = [s.name for s in group.replicas] if cfg.role == "primary" else []
-    engine.step(bool(standbys), "no standby follows this host", pg.replication_health,
-                name="Every standby streams through its slot", standbys=standbys)
+    engine.step(
+        bool(standbys),
+        "no standby follows this host",
+        pg.replication_health,
+        name="Every standby streams through its slot",
+        standbys=standbys,
+    )
 
 
 @deploy("PostgreSQL")
-def server():
+def server() -> None:
     cfg = engine.host_config()
     group = engine.group(cfg)
     paths = render.postgresql_paths(cfg)

@@ -3,7 +3,6 @@ pool, the engine's datasets, sized module parameters, a scrub schedule and a cap
 
 from __future__ import annotations
 
-
 from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
@@ -15,16 +14,13 @@ from roles.engine import sized_for_this_host
 from roles.facts.drives import DrivesByPattern
 from roles.facts.zfs import ZpoolProperties
 from roles.hostdata import HostConfig
-from roles.operations import accounts
-from roles.operations import zfs as zfs_ops
-from roles.operations import zpool
+from roles.operations import accounts, zfs as zfs_ops, zpool
 
 # The engine's service account, created here with the same attributes Debian's packages use so
 # that the dataset mountpoints can be owned by it before the server is installed.
 SERVICE_USERS = {
     "mariadb": {"user": "mysql", "home": "/nonexistent", "shell": "/bin/false", "mode": "0750"},
-    "postgresql": {"user": "postgres", "home": "/var/lib/postgresql", "shell": "/bin/bash",
-                   "mode": "0755"},
+    "postgresql": {"user": "postgres", "home": "/var/lib/postgresql", "shell": "/bin/bash", "mode": "0755"},
 }
 
 
@@ -39,38 +35,49 @@ def resolve_drives(cfg: HostConfig) -> list[str]:
         raise PyinfraError(
             f"{host.name}: drive_pattern {cfg.drive_pattern!r} matches {len(found)} drive(s) under "
             f"/dev/disk/by-id, drive_count is {cfg.drive_count} ({shown or 'none'}). Check the "
-            "pattern (ls -l /dev/disk/by-id) or the hardware; nothing was changed.")
+            "pattern (ls -l /dev/disk/by-id) or the hardware; nothing was changed."
+        )
     return found
 
 
 @deploy("Install ZFS")
-def install():
+def install() -> None:
     try:
         suite = zfs_packages.suite(host.get_fact(LinuxDistribution))
         installed = engine.installed_packages()
         headers = zfs_packages.header_packages(host.get_fact(KernelVersion), installed)
     except zfs_packages.InstallError as e:
         raise PyinfraError(f"{host.name}: {e}; nothing was changed.") from None
-    apt.repo(name=f"Debian {suite}-backports (contrib) for ZFS 2.3",
-             src=zfs_packages.backports_source(suite), filename="dbzfs-backports")
+    apt.repo(
+        name=f"Debian {suite}-backports (contrib) for ZFS 2.3",
+        src=zfs_packages.backports_source(suite),
+        filename="dbzfs-backports",
+    )
     # The package lists are refreshed only when something must be installed (engine.packages),
     # so that a converge of an installed host changes nothing.
-    engine.packages("Kernel headers for the ZFS module build (running kernel, kernel metapackages)",
-                    headers, installed=installed, max_list_age=0)  # lists of the source just added
-    engine.packages(f"ZFS from {suite}-backports (DKMS builds the module: minutes)",
-                    zfs_packages.ZFS_PACKAGES, installed=installed,
-                    extra_install_args=f"-t {suite}-backports")
+    engine.packages(
+        "Kernel headers for the ZFS module build (running kernel, kernel metapackages)",
+        headers,
+        installed=installed,
+        max_list_age=0,
+    )  # lists of the source just added
+    engine.packages(
+        f"ZFS from {suite}-backports (DKMS builds the module: minutes)",
+        zfs_packages.ZFS_PACKAGES,
+        installed=installed,
+        extra_install_args=f"-t {suite}-backports",
+    )
     server.modprobe(name="Load the zfs module", module="zfs")
     # zfsutils-linux loads the module at boot with this unit; make sure nobody disabled it.
     systemd.service(name="Load zfs at boot", service="zfs-load-module.service", enabled=True)
 
 
 @deploy("Pool")
-def pool(cfg: HostConfig):
+def pool(cfg: HostConfig) -> None:
     vdevs, spares = cfg.pool.layout(resolve_drives(cfg))
     zpool.pool(
         name=f"Pool {cfg.pool.name}: {len(vdevs)} x {cfg.pool.mirror_width}-way mirror"
-             + (f" + {len(spares)} spare(s)" if spares else ""),
+        + (f" + {len(spares)} spare(s)" if spares else ""),
         pool_name=cfg.pool.name,
         vdevs=vdevs,
         spares=spares,
@@ -81,46 +88,67 @@ def pool(cfg: HostConfig):
 
 
 @deploy("Datasets")
-def datasets(cfg: HostConfig):
+def datasets(cfg: HostConfig) -> None:
     account = SERVICE_USERS[cfg.engine]
-    accounts.system_account(name=f"Service account {account['user']} (and its group)",
-                            account=account["user"], home=account["home"], shell=account["shell"])
+    accounts.system_account(
+        name=f"Service account {account['user']} (and its group)",
+        account=account["user"],
+        home=account["home"],
+        shell=account["shell"],
+    )
     # The pool's root dataset holds no data and is not mounted [Let's Encrypt]; the engine's
     # datasets set their own mountpoints.
-    zfs_ops.dataset(name=f"Dataset {cfg.pool.name} (not mounted)", dataset_name=cfg.pool.name,
-                    properties={"canmount": "off", "mountpoint": "none"})
+    zfs_ops.dataset(
+        name=f"Dataset {cfg.pool.name} (not mounted)",
+        dataset_name=cfg.pool.name,
+        properties={"canmount": "off", "mountpoint": "none"},
+    )
     for relative, props in cfg.datasets.items():
-        zfs_ops.dataset(name=f"Dataset {cfg.dataset_name(relative)}",
-                        dataset_name=cfg.dataset_name(relative), properties=props)
+        zfs_ops.dataset(
+            name=f"Dataset {cfg.dataset_name(relative)}",
+            dataset_name=cfg.dataset_name(relative),
+            properties=props,
+        )
     for relative in cfg.child_datasets:
-        files.directory(name=f"Owner of {cfg.mountpoint(relative)}", path=cfg.mountpoint(relative),
-                        user=account["user"], group=account["user"], mode=account["mode"])
+        files.directory(
+            name=f"Owner of {cfg.mountpoint(relative)}",
+            path=cfg.mountpoint(relative),
+            user=account["user"],
+            group=account["user"],
+            mode=account["mode"],
+        )
 
 
 @deploy("ZFS module parameters")
-def module_parameters(cfg: HostConfig):
+def module_parameters(cfg: HostConfig) -> None:
     context = render.zfs_modprobe_context(cfg, sized_for_this_host(cfg))
     engine.config_file("zfs.conf.j2", context, "/etc/modprobe.d/zfs.conf")
-    zfs_ops.module_parameters(name="Apply them to the loaded module", params=context["params"],
-                              write_file=False)
+    zfs_ops.module_parameters(
+        name="Apply them to the loaded module", params=context["params"], write_file=False
+    )
 
 
 @deploy("Scrub and capacity")
-def scrub_and_capacity(cfg: HostConfig):
-    systemd.service(name=f"Monthly scrub of {cfg.pool.name}",
-                    service=f"zfs-scrub-monthly@{cfg.pool.name}.timer", enabled=True,
-                    running=True)
+def scrub_and_capacity(cfg: HostConfig) -> None:
+    systemd.service(
+        name=f"Monthly scrub of {cfg.pool.name}",
+        service=f"zfs-scrub-monthly@{cfg.pool.name}.timer",
+        enabled=True,
+        running=True,
+    )
     props = host.get_fact(ZpoolProperties, pool=cfg.pool.name)
     if props:
         used = int(props["capacity"]["value"])
         if used > cfg.capacity_threshold:
-            logger.warning(f"{host.print_prefix}pool {cfg.pool.name} is {used}% full, above "
-                           f"zfs_capacity_threshold {cfg.capacity_threshold}%: ZFS and the "
-                           "flash slow down as free space shrinks; add mirrors or free space")
+            logger.warning(
+                f"{host.print_prefix}pool {cfg.pool.name} is {used}% full, above "
+                f"zfs_capacity_threshold {cfg.capacity_threshold}%: ZFS and the "
+                "flash slow down as free space shrinks; add mirrors or free space"
+            )
 
 
 @deploy("ZFS storage")
-def storage():
+def storage() -> None:
     cfg = engine.host_config()
     install()
     pool(cfg)

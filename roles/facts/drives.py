@@ -53,8 +53,20 @@ class DrivesByPattern(FactBase):
         # One process for the whole directory (a readlink per link costs a fork each, which is
         # seconds on a host with hundreds of links); -xtype b skips dangling links.
         return StringCommand(
-            "find", f"{BY_ID}/", "-mindepth", "1", "-maxdepth", "1", "-type", "l", "-xtype", "b",
-            "-printf", "'%f %l\\n'", "2>/dev/null;", "true",
+            "find",
+            f"{BY_ID}/",
+            "-mindepth",
+            "1",
+            "-maxdepth",
+            "1",
+            "-type",
+            "l",
+            "-xtype",
+            "b",
+            "-printf",
+            "'%f %l\\n'",
+            "2>/dev/null;",
+            "true",
         )
 
     @override

@@ -49,10 +49,16 @@ def test_pattern_command_lists_by_id_with_targets_in_one_process():
 def test_relative_udev_links_are_resolved_for_alias_detection():
     fact = DrivesByPattern()
     fact.command(pattern="nvme-QEMU_*")
-    lines = ["nvme-QEMU_NVMe_Ctrl_db1-nvme01 ../../nvme1n1", "nvme-QEMU_NVMe_Ctrl_db1-nvme01_1 ../../nvme1n1",
-             "nvme-QEMU_NVMe_Ctrl_db1-nvme00 ../../nvme0n1", "nvme-QEMU_NVMe_Ctrl_db1-nvme00-part1 ../../nvme0n1p1"]
-    assert fact.process(lines) == ["/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_db1-nvme00",
-                                   "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_db1-nvme01"]
+    lines = [
+        "nvme-QEMU_NVMe_Ctrl_db1-nvme01 ../../nvme1n1",
+        "nvme-QEMU_NVMe_Ctrl_db1-nvme01_1 ../../nvme1n1",
+        "nvme-QEMU_NVMe_Ctrl_db1-nvme00 ../../nvme0n1",
+        "nvme-QEMU_NVMe_Ctrl_db1-nvme00-part1 ../../nvme0n1p1",
+    ]
+    assert fact.process(lines) == [
+        "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_db1-nvme00",
+        "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_db1-nvme01",
+    ]
 
 
 def test_natural_key():

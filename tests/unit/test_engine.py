@@ -96,8 +96,11 @@ def test_package_lists_refreshed_only_for_a_missing_package_once_and_when_old(mo
         calls.clear()
         engine.packages("ZFS headers", ["linux-headers-amd64"], installed=installed, max_list_age=0)
         engine.packages("PostgreSQL", ["postgresql-15"], installed=installed)
-    assert calls == [("update", {"name": "Refresh the package lists", "cache_time": None}),
-                     ("packages", ["linux-headers-amd64"]), ("packages", ["postgresql-15"])]
+    assert calls == [
+        ("update", {"name": "Refresh the package lists", "cache_time": None}),
+        ("packages", ["linux-headers-amd64"]),
+        ("packages", ["postgresql-15"]),
+    ]
     engine._refreshed.clear()
     calls.clear()
     with ctx_host.use(FakeHost({})):
