@@ -5,8 +5,8 @@ Facts about the drives a pool is built from: /dev/disk/by-id names and what each
 from __future__ import annotations
 
 import fnmatch
-import posixpath
 import json
+import posixpath
 import re
 from collections.abc import Iterable, Iterator
 
