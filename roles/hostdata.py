@@ -33,7 +33,9 @@ DEFAULTS = {k: v for k, v in runpy.run_path(str(DEFAULTS_FILE)).items() if not k
 ZFS_RECORDSIZE = "128k"  # what ZFS itself uses for a dataset that sets none
 
 
-def _get(data: Mapping, key: str) -> Any:
+# Any: the value is whatever the host data (or its default) holds, unchecked here (roles.validation
+# checks it first), and from_data hands it on as a str, an int, a list or a mapping.
+def _get(data: Mapping, key: str) -> Any:  # noqa: ANN401 - heterogeneous, unchecked host data
     # pyinfra's HostData has .get; plain dicts too.
     value = data.get(key)
     return copy.deepcopy(DEFAULTS.get(key)) if value is None else value

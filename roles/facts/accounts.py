@@ -18,8 +18,14 @@ class SystemAccount(FactBase):
 
     def command(self, account: str) -> StringCommand:
         return StringCommand(
-            "echo", "user:$(getent passwd", QuoteString(account), ");",
-            "echo", "group:$(getent group", QuoteString(account), ");",
+            "echo",
+            "user:$(getent passwd",
+            QuoteString(account),
+            ");",
+            "echo",
+            "group:$(getent group",
+            QuoteString(account),
+            ");",
         )
 
     def process(self, output: list[str]) -> dict:
@@ -28,8 +34,12 @@ class SystemAccount(FactBase):
             kind, _, entry = line.partition(":")
             fields = entry.split(":")
             if kind == "user" and len(fields) >= 7:
-                result["user"] = {"uid": int(fields[2]), "gid": int(fields[3]), "home": fields[5],
-                                  "shell": fields[6]}
+                result["user"] = {
+                    "uid": int(fields[2]),
+                    "gid": int(fields[3]),
+                    "home": fields[5],
+                    "shell": fields[6],
+                }
             elif kind == "group" and len(fields) >= 3:
                 result["group"] = {"gid": int(fields[2])}
         return result

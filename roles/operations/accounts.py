@@ -27,13 +27,24 @@ def system_account(account: str, home: str, shell: str) -> Generator[StringComma
     user, group = live["user"], live["group"]
     if user is None:
         yield StringCommand(
-            "adduser", "--system", "--group", "--quiet", "--no-create-home", "--disabled-password",
-            "--home", QuoteString(home), "--shell", QuoteString(shell), QuoteString(name),
+            "adduser",
+            "--system",
+            "--group",
+            "--quiet",
+            "--no-create-home",
+            "--disabled-password",
+            "--home",
+            QuoteString(home),
+            "--shell",
+            QuoteString(shell),
+            QuoteString(name),
         )
         return
     if group is None or user["gid"] != group["gid"]:
-        raise OperationError(f"user {name} exists but its primary group is not the group {name}; "
-                             "fix the account by hand (the packages expect that group)")
+        raise OperationError(
+            f"user {name} exists but its primary group is not the group {name}; "
+            "fix the account by hand (the packages expect that group)"
+        )
     changes = []
     if user["home"] != home:
         changes += ["-d", QuoteString(home)]

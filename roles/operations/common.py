@@ -14,12 +14,13 @@ import hashlib
 import io
 import os
 import shlex
+from collections.abc import Generator
 
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, HiddenValue, OperationError, QuoteString, StringCommand, operation
-from pyinfra.operations.util.files import generate_color_diff
 from pyinfra.context import ctx_state
 from pyinfra.facts.files import FileContents
+from pyinfra.operations.util.files import generate_color_diff
 
 from roles.facts.config_files import ConfigFileState
 from roles.facts.postgresql import SystemdNeedsReload
@@ -28,7 +29,7 @@ PRIVATE_DIR = "/run/dbzfs"  # tmpfs, root only: secret-bearing files exist only 
 CHECK_DIR = "/run/dbzfs-check"  # tmpfs, world-readable: candidate config files being checked
 
 
-def private_upload(content: str, name: str) -> tuple[list, str]:
+def private_upload(content: str, name: str) -> tuple[list[StringCommand | FileUploadCommand], str]:
     """Commands that put `content` into PRIVATE_DIR/name (a root-only directory before the file
     exists, so the file is never readable by others whatever its mode), and the path."""
     path = f"{PRIVATE_DIR}/{name}"
@@ -39,14 +40,14 @@ def private_upload(content: str, name: str) -> tuple[list, str]:
 
 
 @operation()
-def not_on_this_host(reason: str = "", **_ignored):
+def not_on_this_host(reason: str = "", **_ignored) -> Generator[StringCommand, None, None]:
     """Stands in for a step that is not for this host (see roles.engine.step)."""
     host.noop(reason or "not for this host")
     yield from ()
 
 
 @operation()
-def unit_files_loaded(unit_name: str):
+def unit_files_loaded(unit_name: str) -> Generator[StringCommand, None, None]:
     """systemctl daemon-reload when systemd holds an older copy of the unit's files (decided by
     systemd itself, so a dry run proposes nothing once they are loaded)."""
     if host.get_fact(SystemdNeedsReload, unit=unit_name):
@@ -64,8 +65,15 @@ def _show_diff(path: str, exists: bool, content: str) -> None:
 
 
 @operation()
-def config_file(path: str, content: str, user: str = "root", group: str = "root", mode: str = "644",
-                check: str | None = None, checker: str | None = None):
+def config_file(
+    path: str,
+    content: str,
+    user: str = "root",
+    group: str = "root",
+    mode: str = "644",
+    check: str | None = None,
+    checker: str | None = None,
+) -> Generator[StringCommand | FileUploadCommand, None, None]:
     """
     A config file with exactly `content` (rendered by roles/render.py, the code path the unit
     tests render with), its owner and mode. With ``check``, a changed file is first uploaded to
@@ -95,31 +103,91 @@ def config_file(path: str, content: str, user: str = "root", group: str = "root"
         _show_diff(path, live["exists"], content)
     name = os.path.basename(path)
     candidate = f"{CHECK_DIR}/{name}"
-    yield StringCommand("install", "-d", "-m", "0755", "-o", "root", "-g", "root", CHECK_DIR, "&&",
-                        "install", "-d", "-m", "0755", QuoteString(os.path.dirname(path)))
-    yield FileUploadCommand(io.BytesIO(content.encode()), candidate,
-                            remote_temp_filename=f"{candidate}.part")
-    place = ["chown", f"{user}:{group}", QuoteString(candidate), "&&", "chmod", mode, QuoteString(candidate),
-             "&&", "mv", "-f", QuoteString(candidate), QuoteString(path)]
+    yield StringCommand(
+        "install",
+        "-d",
+        "-m",
+        "0755",
+        "-o",
+        "root",
+        "-g",
+        "root",
+        CHECK_DIR,
+        "&&",
+        "install",
+        "-d",
+        "-m",
+        "0755",
+        QuoteString(os.path.dirname(path)),
+    )
+    yield FileUploadCommand(io.BytesIO(content.encode()), candidate, remote_temp_filename=f"{candidate}.part")
+    place = [
+        "chown",
+        f"{user}:{group}",
+        QuoteString(candidate),
+        "&&",
+        "chmod",
+        mode,
+        QuoteString(candidate),
+        "&&",
+        "mv",
+        "-f",
+        QuoteString(candidate),
+        QuoteString(path),
+    ]
     if check and live["checker"]:
         command = check.format(path=shlex.quote(candidate))
         yield StringCommand(
-            "out=$(", command, "2>&1 >/dev/null", ");", "rc=$?;",
-            "if", "[", "$rc", "-ne", "0", "]", "||", "printf", "'%s\\n'", '"$out"', "|", "grep", "-q",
-            "'\\[ERROR\\]';", "then",
-            "printf", QuoteString(f"{checker} refuses the new {name}; {path} is left as it was:\\n"), ">&2;",
-            "printf", "'%s\\n'", '"$out"', ">&2;", "rm", "-f", QuoteString(candidate), ";", "exit", "1;", "fi;",
-            *place, _shell_executable="bash",
+            "out=$(",
+            command,
+            "2>&1 >/dev/null",
+            ");",
+            "rc=$?;",
+            "if",
+            "[",
+            "$rc",
+            "-ne",
+            "0",
+            "]",
+            "||",
+            "printf",
+            "'%s\\n'",
+            '"$out"',
+            "|",
+            "grep",
+            "-q",
+            "'\\[ERROR\\]';",
+            "then",
+            "printf",
+            QuoteString(f"{checker} refuses the new {name}; {path} is left as it was:\\n"),
+            ">&2;",
+            "printf",
+            "'%s\\n'",
+            '"$out"',
+            ">&2;",
+            "rm",
+            "-f",
+            QuoteString(candidate),
+            ";",
+            "exit",
+            "1;",
+            "fi;",
+            *place,
+            _shell_executable="bash",
         )
     else:
         if check:
-            logger.info(f"{host.print_prefix}{checker} is not installed yet: {path} placed as "
-                        "rendered (its settings were checked offline)")
+            logger.info(
+                f"{host.print_prefix}{checker} is not installed yet: {path} placed as "
+                "rendered (its settings were checked offline)"
+            )
         yield StringCommand(*place)
 
 
 @operation()
-def secret_file(path: str, content: HiddenValue | str, user: str, group: str, mode: str = "600"):
+def secret_file(
+    path: str, content: HiddenValue | str, user: str, group: str, mode: str = "600"
+) -> Generator[StringCommand | FileUploadCommand, None, None]:
     """
     A file holding a secret (a pyinfra HiddenValue, masked in pyinfra's output), compared by
     SHA-256 (never diffed or printed), created with its mode and owner in a root-only directory
@@ -140,5 +208,14 @@ def secret_file(path: str, content: HiddenValue | str, user: str, group: str, mo
         raise OperationError(f"{path}: no secret to write")
     commands, tmp = private_upload(content, os.path.basename(path))
     yield from commands
-    yield StringCommand("chown", f"{user}:{group}", QuoteString(tmp), "&& chmod", str(mode),
-                        QuoteString(tmp), "&& mv -f", QuoteString(tmp), QuoteString(path))
+    yield StringCommand(
+        "chown",
+        f"{user}:{group}",
+        QuoteString(tmp),
+        "&& chmod",
+        str(mode),
+        QuoteString(tmp),
+        "&& mv -f",
+        QuoteString(tmp),
+        QuoteString(path),
+    )

@@ -12,10 +12,11 @@ statement is never echoed back.
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable
+from collections.abc import Generator, Iterable, Iterator
 
 from pyinfra import host, logger
 from pyinfra.api import (
+    FileUploadCommand,
     HiddenValue,
     OperationError,
     QuoteString,
@@ -39,18 +40,43 @@ SECRET_DIR = PRIVATE_DIR  # tmpfs: uploaded secrets never reach a disk
 
 # What a replica's account needs on its primary: the binlog stream, plus a consistent
 # mariadb-dump --single-transaction --master-data --gtid --all-databases to seed from.
-REPLICATION_PRIVILEGES = frozenset({
-    "REPLICATION SLAVE", "BINLOG MONITOR",  # stream; SHOW MASTER STATUS / gtid_binlog_pos
-    "SELECT", "SHOW VIEW", "TRIGGER", "EVENT", "LOCK TABLES",  # read everything
-    "RELOAD",  # FLUSH TABLES WITH READ LOCK for the consistent binlog position
-})
+REPLICATION_PRIVILEGES = frozenset(
+    {
+        "REPLICATION SLAVE",
+        "BINLOG MONITOR",  # stream; SHOW MASTER STATUS / gtid_binlog_pos
+        "SELECT",
+        "SHOW VIEW",
+        "TRIGGER",
+        "EVENT",
+        "LOCK TABLES",  # read everything
+        "RELOAD",  # FLUSH TABLES WITH READ LOCK for the consistent binlog position
+    }
+)
 
 # What GRANT ALL ON db.* stands for at database level (information_schema lists these).
-DATABASE_ALL = frozenset({
-    "SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "REFERENCES", "INDEX", "ALTER",
-    "CREATE TEMPORARY TABLES", "LOCK TABLES", "EXECUTE", "CREATE VIEW", "SHOW VIEW",
-    "CREATE ROUTINE", "ALTER ROUTINE", "EVENT", "TRIGGER", "DELETE HISTORY",
-})
+DATABASE_ALL = frozenset(
+    {
+        "SELECT",
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "CREATE",
+        "DROP",
+        "REFERENCES",
+        "INDEX",
+        "ALTER",
+        "CREATE TEMPORARY TABLES",
+        "LOCK TABLES",
+        "EXECUTE",
+        "CREATE VIEW",
+        "SHOW VIEW",
+        "CREATE ROUTINE",
+        "ALTER ROUTINE",
+        "EVENT",
+        "TRIGGER",
+        "DELETE HISTORY",
+    }
+)
 
 
 def native_password_hash(password: str) -> str:
@@ -63,7 +89,7 @@ def credential_digest(password: str) -> str:
     return hashlib.sha256(native_password_hash(password).encode()).hexdigest()
 
 
-def _reveal(password) -> str:
+def _reveal(password: HiddenValue | str) -> str:
     return password.unmask() if isinstance(password, HiddenValue) else str(password)
 
 
@@ -83,33 +109,58 @@ def option_value(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def secret_file(name: str, text: str):
+def secret_file(name: str, text: str) -> Iterator[StringCommand | FileUploadCommand]:
     """Commands that place `text` in SECRET_DIR/name over SFTP (roles.operations.common)."""
     commands, _ = private_upload(text, name)
     yield from commands
 
 
-def run_secret_sql(name: str, sql: str):
+def run_secret_sql(name: str, sql: str) -> Iterator[StringCommand | FileUploadCommand]:
     """Upload `sql` and run it as root through stdin; the file is removed whatever happens and a
     failure shows the error code only (the client would echo the statement near a syntax
     error)."""
     path = f"{SECRET_DIR}/{name}"
     yield from secret_file(name, sql)
     yield StringCommand(
-        "out=$(mariadb", "<", QuoteString(path), "2>&1);", "rc=$?;", "rm", "-f", QuoteString(path),
-        ";", "if", "[", "$rc", "-ne", "0", "];", "then",
-        "printf", "'%s\\n'", '"$out"', "|", "grep", "-o", "'^ERROR [0-9]* ([0-9A-Z]*)'", ">&2;",
-        "exit", "$rc;", "fi",
+        "out=$(mariadb",
+        "<",
+        QuoteString(path),
+        "2>&1);",
+        "rc=$?;",
+        "rm",
+        "-f",
+        QuoteString(path),
+        ";",
+        "if",
+        "[",
+        "$rc",
+        "-ne",
+        "0",
+        "];",
+        "then",
+        "printf",
+        "'%s\\n'",
+        '"$out"',
+        "|",
+        "grep",
+        "-o",
+        "'^ERROR [0-9]* ([0-9A-Z]*)'",
+        ">&2;",
+        "exit",
+        "$rc;",
+        "fi",
     )
 
 
-def run_sql(sql: str):
+def run_sql(sql: str) -> StringCommand:
     """A statement without secrets, as root through the unix socket."""
     return StringCommand("mariadb", "-e", QuoteString(sql))
 
 
 @operation()
-def user(user: str, user_host: str, password: HiddenValue):
+def user(
+    user: str, user_host: str, password: HiddenValue | str
+) -> Generator[StringCommand | FileUploadCommand, None, None]:
     """
     An account identified by a password (mysql_native_password), created or its password set.
 
@@ -121,18 +172,25 @@ def user(user: str, user_host: str, password: HiddenValue):
     users = host.get_fact(MariadbUsers)
     current = (users or {}).get((user, user_host))
     secret = _reveal(password)
-    if current and current["plugin"] == "mysql_native_password" and (
-            current["credential"] == credential_digest(secret)):
+    if (
+        current
+        and current["plugin"] == "mysql_native_password"
+        and (current["credential"] == credential_digest(secret))
+    ):
         host.noop(f"mariadb user {user}@{user_host} exists with its password")
         return
     who = account(user, user_host)
-    sql = (f"CREATE USER IF NOT EXISTS {who} IDENTIFIED BY {sql_string(secret)};\n"
-           f"ALTER USER {who} IDENTIFIED BY {sql_string(secret)};\n")
+    sql = (
+        f"CREATE USER IF NOT EXISTS {who} IDENTIFIED BY {sql_string(secret)};\n"
+        f"ALTER USER {who} IDENTIFIED BY {sql_string(secret)};\n"
+    )
     yield from run_secret_sql(f"user-{user}.sql", sql)
 
 
 @operation()
-def grants(user: str, user_host: str, privileges, database: str = "*"):
+def grants(
+    user: str, user_host: str, privileges: str | Iterable[str], database: str = "*"
+) -> Generator[StringCommand, None, None]:
     """
     Exactly these privileges for an account at one level: global (``database="*"``) or one
     database; missing ones are granted, others at that level revoked (least privilege).
@@ -158,7 +216,7 @@ def grants(user: str, user_host: str, privileges, database: str = "*"):
 
 
 @operation()
-def no_insecure_accounts():
+def no_insecure_accounts() -> Generator[StringCommand, None, None]:
     """Drop anonymous accounts (user '') and root accounts for any host but localhost (Debian's
     root@localhost authenticates through the unix socket only)."""
 
@@ -171,7 +229,7 @@ def no_insecure_accounts():
 
 
 @operation()
-def runs_current_config(service: str, config_paths: list[str]):
+def runs_current_config(service: str, config_paths: list[str]) -> Generator[StringCommand, None, None]:
     """
     Restart a running service whose config changed after it started (systemd reloading changed
     unit files is roles.operations.common.unit_files_loaded, the step before).
@@ -186,41 +244,57 @@ def runs_current_config(service: str, config_paths: list[str]):
     """
 
     state = host.get_fact(ServiceConfigState, service=service, paths=list(config_paths))
-    newer = sorted(path for path, mtime in state["mtimes"].items()
-                   if state["started"] is not None and mtime >= state["started"])
+    newer = sorted(
+        path
+        for path, mtime in state["mtimes"].items()
+        if state["started"] is not None and mtime >= state["started"]
+    )
     if state["active"] == "active" and newer:
         yield StringCommand("systemctl", "restart", QuoteString(service))
     else:
-        host.noop(f"{service} runs its current config" if state["active"] == "active"
-                  else f"{service} is {state['active']}: it reads its config when it starts")
+        host.noop(
+            f"{service} runs its current config"
+            if state["active"] == "active"
+            else f"{service} is {state['active']}: it reads its config when it starts"
+        )
 
 
 def replica_problems(status: dict, primary_address: str, port: int) -> tuple[list, list]:
     """(errors, warnings) about a configured replica's SHOW SLAVE STATUS."""
     errors, warnings = [], []
     if status.get("Master_Host") != primary_address or status.get("Master_Port") != str(port):
-        errors.append(f"replicates from {status.get('Master_Host')}:{status.get('Master_Port')}, "
-                      f"declared primary is {primary_address}:{port}; re-point it by hand "
-                      "(STOP SLAVE; CHANGE MASTER TO ...) after checking why")
+        errors.append(
+            f"replicates from {status.get('Master_Host')}:{status.get('Master_Port')}, "
+            f"declared primary is {primary_address}:{port}; re-point it by hand "
+            "(STOP SLAVE; CHANGE MASTER TO ...) after checking why"
+        )
     if status.get("Using_Gtid") != "Slave_Pos":
         errors.append(f"Using_Gtid is {status.get('Using_Gtid')}, not Slave_Pos")
     io_state, sql_state = status.get("Slave_IO_Running"), status.get("Slave_SQL_Running")
     if sql_state != "Yes":
         detail = status.get("Last_SQL_Error") or "no error recorded (stopped by hand?)"
-        errors.append(f"replication SQL thread is not running (Slave_SQL_Running: {sql_state}, "
-                      f"Last_SQL_Errno {status.get('Last_SQL_Errno', '?')}): {detail}")
+        errors.append(
+            f"replication SQL thread is not running (Slave_SQL_Running: {sql_state}, "
+            f"Last_SQL_Errno {status.get('Last_SQL_Errno', '?')}): {detail}"
+        )
     if io_state == "No":
         detail = status.get("Last_IO_Error") or "no error recorded (stopped by hand?)"
-        errors.append(f"replication IO thread is not running (Last_IO_Errno "
-                      f"{status.get('Last_IO_Errno', '?')}): {detail}")
+        errors.append(
+            f"replication IO thread is not running (Last_IO_Errno "
+            f"{status.get('Last_IO_Errno', '?')}): {detail}"
+        )
     elif io_state != "Yes":
-        warnings.append(f"replication IO thread is {io_state} (still connecting to "
-                        f"{primary_address}): {status.get('Last_IO_Error') or 'no error yet'}")
+        warnings.append(
+            f"replication IO thread is {io_state} (still connecting to "
+            f"{primary_address}): {status.get('Last_IO_Error') or 'no error yet'}"
+        )
     return errors, warnings
 
 
 @operation()
-def replica(primary_address: str, replication_user: str, password: HiddenValue, port: int = 3306):
+def replica(
+    primary_address: str, replication_user: str, password: HiddenValue | str, port: int = 3306
+) -> Generator[StringCommand | FileUploadCommand, None, None]:
     """
     Replicate from a primary with GTID (MASTER_USE_GTID=slave_pos).
 
@@ -246,7 +320,8 @@ def replica(primary_address: str, replication_user: str, password: HiddenValue, 
                 f"{host.name}: MariaDB replica of {primary_address} is broken; it is left as it "
                 "is (never re-seeded by the deploy). Fix it by hand, e.g. after checking the "
                 "error, or re-seed it deliberately (RESET SLAVE ALL + drop its databases):\n  - "
-                + "\n  - ".join(errors))
+                + "\n  - ".join(errors)
+            )
         lag = status.get("Seconds_Behind_Master")
         host.noop(f"replicating from {primary_address} with GTID, {lag} s behind")
         return
@@ -256,35 +331,88 @@ def replica(primary_address: str, replication_user: str, password: HiddenValue, 
         raise OperationError(
             f"{host.name}: replicates from nobody but holds databases of its own "
             f"({', '.join(own)}); refusing to seed it from {primary_address} over them. Drop "
-            "them (after checking) or set it up by hand.")
+            "them (after checking) or set it up by hand."
+        )
 
     secret = _reveal(password)
     cnf = f"{SECRET_DIR}/seed.cnf"
     change = f"{SECRET_DIR}/change-master.sql"
-    yield from secret_file("seed.cnf", (
-        "[client]\n"
-        f"host = {primary_address}\n"
-        f"port = {port}\n"
-        f"user = {replication_user}\n"
-        f"password = {option_value(secret)}\n"))
-    yield from secret_file("change-master.sql", (
-        f"CHANGE MASTER TO MASTER_HOST={sql_string(primary_address)}, MASTER_PORT={int(port)}, "
-        f"MASTER_USER={sql_string(replication_user)}, MASTER_PASSWORD={sql_string(secret)}, "
-        "MASTER_USE_GTID=slave_pos;\n"
-        "START SLAVE;\n"))
+    yield from secret_file(
+        "seed.cnf",
+        (
+            "[client]\n"
+            f"host = {primary_address}\n"
+            f"port = {port}\n"
+            f"user = {replication_user}\n"
+            f"password = {option_value(secret)}\n"
+        ),
+    )
+    yield from secret_file(
+        "change-master.sql",
+        (
+            f"CHANGE MASTER TO MASTER_HOST={sql_string(primary_address)}, MASTER_PORT={int(port)}, "
+            f"MASTER_USER={sql_string(replication_user)}, MASTER_PASSWORD={sql_string(secret)}, "
+            "MASTER_USE_GTID=slave_pos;\n"
+            "START SLAVE;\n"
+        ),
+    )
     # The replica's own binlog is meaningless before it is seeded; local GTIDs in it would
     # collide with the primary's under gtid_strict_mode.
     yield run_sql("STOP SLAVE; RESET MASTER")
     yield StringCommand(
         "set -o pipefail; rc=0;",
-        "{", "echo", QuoteString("SET SESSION sql_log_bin=0;"), ";",
-        "mariadb-dump", f"--defaults-extra-file={cnf}", "--single-transaction", "--master-data=1",
-        "--gtid", "--all-databases", "--routines", "--events", "--triggers", "--flush-privileges",
-        "--ignore-table=mysql.gtid_slave_pos", ";", "}", "|", "mariadb", "||", "rc=$?;",
-        "if", "[", "$rc", "-eq", "0", "];", "then",
-        "out=$(mariadb", "<", change, "2>&1)", "||", "{", "rc=$?;",
-        "printf", "'%s\\n'", '"$out"', "|", "grep", "-o", "'^ERROR [0-9]* ([0-9A-Z]*)'", ">&2;",
-        "}", ";", "fi;",
-        "rm", "-f", cnf, change, ";", "exit", "$rc",
+        "{",
+        "echo",
+        QuoteString("SET SESSION sql_log_bin=0;"),
+        ";",
+        "mariadb-dump",
+        f"--defaults-extra-file={cnf}",
+        "--single-transaction",
+        "--master-data=1",
+        "--gtid",
+        "--all-databases",
+        "--routines",
+        "--events",
+        "--triggers",
+        "--flush-privileges",
+        "--ignore-table=mysql.gtid_slave_pos",
+        ";",
+        "}",
+        "|",
+        "mariadb",
+        "||",
+        "rc=$?;",
+        "if",
+        "[",
+        "$rc",
+        "-eq",
+        "0",
+        "];",
+        "then",
+        "out=$(mariadb",
+        "<",
+        change,
+        "2>&1)",
+        "||",
+        "{",
+        "rc=$?;",
+        "printf",
+        "'%s\\n'",
+        '"$out"',
+        "|",
+        "grep",
+        "-o",
+        "'^ERROR [0-9]* ([0-9A-Z]*)'",
+        ">&2;",
+        "}",
+        ";",
+        "fi;",
+        "rm",
+        "-f",
+        cnf,
+        change,
+        ";",
+        "exit",
+        "$rc",
         _shell_executable="bash",
     )

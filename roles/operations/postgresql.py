@@ -16,9 +16,10 @@ import hashlib
 import hmac
 import os
 import re
+from collections.abc import Collection, Generator, Iterable
 
 from pyinfra import host, logger
-from pyinfra.api import HiddenValue, OperationError, QuoteString, StringCommand, operation
+from pyinfra.api import FileUploadCommand, HiddenValue, OperationError, QuoteString, StringCommand, operation
 
 from roles.facts.postgresql import (
     PostgresqlCluster,
@@ -38,7 +39,7 @@ SCRAM_ITERATIONS = 4096
 # --- helpers (pure) -------------------------------------------------------------------------
 
 
-def unit(version, cluster) -> str:
+def unit(version: int | str, cluster: str) -> str:
     return f"postgresql@{version}-{cluster}.service"
 
 
@@ -59,8 +60,7 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def scram_verifier(password: str, salt: bytes | None = None,
-                   iterations: int = SCRAM_ITERATIONS) -> str:
+def scram_verifier(password: str, salt: bytes | None = None, iterations: int = SCRAM_ITERATIONS) -> str:
     """The SCRAM-SHA-256 verifier PostgreSQL stores for `password` (RFC 5802/7677, as in
     PostgreSQL's scram_build_secret). ASCII passwords only: PostgreSQL SASLprep-normalises
     others, which is not reproduced here."""
@@ -83,23 +83,33 @@ def password_matches(password: str, role: dict) -> bool:
     return hashlib.sha256(verifier.encode()).hexdigest() == role.get("verifier_sha256")
 
 
-def pgpass_line(password: str, user: str, host_="*", port="*", database="replication") -> str:
-    def esc(v):
+def pgpass_line(
+    password: str, user: str, host_: str = "*", port: int | str = "*", database: str = "replication"
+) -> str:
+    def esc(v: object) -> str:
         return str(v).replace("\\", "\\\\").replace(":", "\\:")
+
     return ":".join([esc(host_), esc(port), esc(database), esc(user), esc(password)]) + "\n"
 
 
-def _psql_script(sql: str, name: str):
+def _psql_script(sql: str, name: str) -> list[StringCommand | FileUploadCommand]:
     """Commands that run `sql` through psql's stdin as postgres, from a root-only file that is
     removed whatever happens. Statement logging is off for the session so a failing statement
     cannot land in the server log."""
-    script = ("SET log_statement = 'none';\nSET log_min_error_statement = 'panic';\n"
-              "SET log_min_duration_statement = -1;\n" + sql)
+    script = (
+        "SET log_statement = 'none';\nSET log_min_error_statement = 'panic';\n"
+        "SET log_min_duration_statement = -1;\n" + sql
+    )
     commands, path = private_upload(script, name)
-    commands.append(StringCommand(
-        "runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres <", QuoteString(path),
-        "; rc=$?; rm -f", QuoteString(path), "; exit $rc",
-    ))
+    commands.append(
+        StringCommand(
+            "runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres <",
+            QuoteString(path),
+            "; rc=$?; rm -f",
+            QuoteString(path),
+            "; exit $rc",
+        )
+    )
     return commands
 
 
@@ -107,7 +117,9 @@ def _psql_script(sql: str, name: str):
 
 
 @operation()
-def cluster(version, cluster_name, data_directory, wal_directory, locale="C.UTF-8"):
+def cluster(
+    version: int | str, cluster_name: str, data_directory: str, wal_directory: str, locale: str = "C.UTF-8"
+) -> Generator[StringCommand, None, None]:
     """
     Create a Debian cluster with its data directory and WAL where they are declared (on their
     ZFS datasets), never in /var/lib/postgresql; verify an existing one is where declared.
@@ -118,33 +130,50 @@ def cluster(version, cluster_name, data_directory, wal_directory, locale="C.UTF-
 
     No data checksums: ZFS already checksums every record and repairs it from the mirror.
     """
-    facts = host.get_fact(PostgresqlCluster, version=version, cluster=cluster_name,
-                          data_directory=data_directory)
+    facts = host.get_fact(
+        PostgresqlCluster, version=version, cluster=cluster_name, data_directory=data_directory
+    )
     if facts["pg_version"]:
         if facts["pg_version"] != str(version):
-            raise OperationError(f"{data_directory} holds a PostgreSQL {facts['pg_version']} "
-                                 f"cluster, {version} is declared; upgrade it by hand")
+            raise OperationError(
+                f"{data_directory} holds a PostgreSQL {facts['pg_version']} "
+                f"cluster, {version} is declared; upgrade it by hand"
+            )
         if facts["pg_wal"] != wal_directory:
-            raise OperationError(f"{data_directory}/pg_wal points to {facts['pg_wal'] or 'nothing'}"
-                                 f" (a directory), declared {wal_directory}; move the WAL by hand")
+            raise OperationError(
+                f"{data_directory}/pg_wal points to {facts['pg_wal'] or 'nothing'}"
+                f" (a directory), declared {wal_directory}; move the WAL by hand"
+            )
         if not facts["config"]:
-            raise OperationError(f"{data_directory} holds a cluster but "
-                                 f"/etc/postgresql/{version}/{cluster_name} has no postgresql.conf")
-        host.noop(f"cluster {version}/{cluster_name} exists in {data_directory}, WAL in "
-                  f"{wal_directory}")
+            raise OperationError(
+                f"{data_directory} holds a cluster but "
+                f"/etc/postgresql/{version}/{cluster_name} has no postgresql.conf"
+            )
+        host.noop(f"cluster {version}/{cluster_name} exists in {data_directory}, WAL in {wal_directory}")
         return
     if facts["data_entries"] > 0:
-        raise OperationError(f"{data_directory} is not empty but holds no cluster; "
-                             "look at it and empty it by hand")
+        raise OperationError(
+            f"{data_directory} is not empty but holds no cluster; look at it and empty it by hand"
+        )
     yield StringCommand(
-        "pg_createcluster", "--locale", QuoteString(locale), "--encoding", "UTF8",
-        "-d", QuoteString(data_directory), str(version), QuoteString(cluster_name),
-        "--", QuoteString(f"--waldir={wal_directory}"),
+        "pg_createcluster",
+        "--locale",
+        QuoteString(locale),
+        "--encoding",
+        "UTF8",
+        "-d",
+        QuoteString(data_directory),
+        str(version),
+        QuoteString(cluster_name),
+        "--",
+        QuoteString(f"--waldir={wal_directory}"),
     )
 
 
 @operation()
-def apply_config(version, cluster_name, config_files):
+def apply_config(
+    version: int | str, cluster_name: str, config_files: Iterable[str]
+) -> Generator[StringCommand, None, None]:
     """
     Make the running server use its configuration files: a restart when a changed setting needs
     one (a ``postmaster`` setting per ``pg_file_settings``, or ``pending_restart`` after the
@@ -159,8 +188,9 @@ def apply_config(version, cluster_name, config_files):
         return
     if pending["errors"]:
         shown = "; ".join(f"{n}: {e} ({f}:{line})" for n, e, f, line in pending["errors"])
-        raise OperationError(f"the server rejects its configuration files: {shown}; nothing "
-                             "reloaded or restarted")
+        raise OperationError(
+            f"the server rejects its configuration files: {shown}; nothing reloaded or restarted"
+        )
     if pending["restart"]:
         logger.info(f"{host.print_prefix}restart needed for: {', '.join(pending['restart'])}")
         yield StringCommand("systemctl restart", name)
@@ -187,7 +217,9 @@ def apply_config(version, cluster_name, config_files):
 
 
 @operation()
-def login_role(role_name, password, replication=False):
+def login_role(
+    role_name: str, password: HiddenValue | str, replication: bool = False
+) -> Generator[StringCommand | FileUploadCommand, None, None]:
     """
     A LOGIN role (REPLICATION when asked, never SUPERUSER) whose password is `password`. The
     password is checked against the stored SCRAM verifier; only a verifier goes to the server.
@@ -203,19 +235,27 @@ def login_role(role_name, password, replication=False):
     attrs = "LOGIN " + ("REPLICATION" if replication else "NOREPLICATION")
     if current is None:
         verb = "CREATE"
-    elif (current["login"] and current["replication"] == replication
-          and not current["superuser"] and password_matches(password, current)):
+    elif (
+        current["login"]
+        and current["replication"] == replication
+        and not current["superuser"]
+        and password_matches(password, current)
+    ):
         host.noop(f"role {role_name} exists with its password")
         return
     else:
         verb = "ALTER"
-    sql = (f"{verb} ROLE {quote_ident(role_name)} WITH {attrs} NOSUPERUSER "
-           f"PASSWORD {quote_literal(scram_verifier(password))};\n")
+    sql = (
+        f"{verb} ROLE {quote_ident(role_name)} WITH {attrs} NOSUPERUSER "
+        f"PASSWORD {quote_literal(scram_verifier(password))};\n"
+    )
     yield from _psql_script(sql, f"role-{slot_name(role_name)}.sql")
 
 
 @operation()
-def database(database_name, owner=None, connect=()):
+def database(
+    database_name: str, owner: str | None = None, connect: Collection[str] = ()
+) -> Generator[StringCommand, None, None]:
     """
     A database owned by `owner` (postgres when None) that only `connect` (and its owner and
     superusers) may connect to: CONNECT is revoked from PUBLIC.
@@ -240,8 +280,10 @@ def database(database_name, owner=None, connect=()):
         if current is None or "CONNECT" not in grants.get(user, set()):
             statements.append(f"GRANT CONNECT ON DATABASE {db} TO {quote_ident(user)};")
     if not statements:
-        host.noop(f"database {database_name} exists, owner {owner}, CONNECT for "
-                  f"{', '.join(connect) or 'its owner only'}")
+        host.noop(
+            f"database {database_name} exists, owner {owner}, CONNECT for "
+            f"{', '.join(connect) or 'its owner only'}"
+        )
         return
     # One -c per statement: each runs on its own (CREATE DATABASE refuses a transaction block).
     args = [part for statement in statements for part in ("-c", QuoteString(statement))]
@@ -249,7 +291,7 @@ def database(database_name, owner=None, connect=()):
 
 
 @operation()
-def replication_slot(slot):
+def replication_slot(slot: str) -> Generator[StringCommand, None, None]:
     """A physical replication slot that reserves WAL from the moment it is created."""
     slots = host.get_fact(PostgresqlReplicationSlots)
     if slots is None:
@@ -269,53 +311,83 @@ def replication_slot(slot):
 
 
 @operation()
-def standby(version, cluster_name, data_directory, wal_directory, primary_address, slot,
-            application_name, passfile, port=5432, replication_user="replicator"):
+def standby(
+    version: int | str,
+    cluster_name: str,
+    data_directory: str,
+    wal_directory: str,
+    primary_address: str,
+    slot: str,
+    application_name: str,
+    passfile: str,
+    port: int = 5432,
+    replication_user: str = "replicator",
+) -> Generator[StringCommand, None, None]:
     """
     Build a hot standby with pg_basebackup from the primary through its physical slot, into the
     declared data and WAL directories, with ``-R`` (primary_conninfo naming the passfile, and
     standby.signal), then register it as a Debian cluster. Only an empty data directory is ever
     filled: an existing cluster is never rebuilt (one that is not a standby is reported).
     """
-    facts = host.get_fact(PostgresqlCluster, version=version, cluster=cluster_name,
-                          data_directory=data_directory)
+    facts = host.get_fact(
+        PostgresqlCluster, version=version, cluster=cluster_name, data_directory=data_directory
+    )
     if facts["pg_version"]:
         if facts["config"] and facts["standby_signal"]:
             host.noop(f"standby {version}/{cluster_name} exists in {data_directory}")
             return
         if not facts["standby_signal"]:
-            message = (f"{host.name}: {data_directory} holds a cluster without standby.signal: "
-                       "it is not a standby (promoted?). Left as it is, never rebuilt; rebuild it "
-                       "by hand if it should follow the primary")
+            message = (
+                f"{host.name}: {data_directory} holds a cluster without standby.signal: "
+                "it is not a standby (promoted?). Left as it is, never rebuilt; rebuild it "
+                "by hand if it should follow the primary"
+            )
             logger.warning(f"{host.print_prefix}{message}")
             host.noop(message)
             return
         # A backup without its Debian registration: an earlier run stopped in between.
     else:
         if facts["data_entries"] > 0:
-            raise OperationError(f"{data_directory} is not empty but holds no cluster; look at it "
-                                 "and empty it by hand")
+            raise OperationError(
+                f"{data_directory} is not empty but holds no cluster; look at it and empty it by hand"
+            )
         yield StringCommand(
-            "runuser -u postgres -- env", QuoteString(f"PGPASSFILE={passfile}"),
-            "pg_basebackup", "-h", QuoteString(primary_address), "-p", str(port),
-            "-U", QuoteString(replication_user), "-w",
-            "-d", QuoteString(f"application_name={application_name}"),
-            "-S", QuoteString(slot), "-R", "-X", "stream", "-c", "fast",
-            "-D", QuoteString(data_directory), QuoteString(f"--waldir={wal_directory}"),
+            "runuser -u postgres -- env",
+            QuoteString(f"PGPASSFILE={passfile}"),
+            "pg_basebackup",
+            "-h",
+            QuoteString(primary_address),
+            "-p",
+            str(port),
+            "-U",
+            QuoteString(replication_user),
+            "-w",
+            "-d",
+            QuoteString(f"application_name={application_name}"),
+            "-S",
+            QuoteString(slot),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            "-D",
+            QuoteString(data_directory),
+            QuoteString(f"--waldir={wal_directory}"),
         )
     # pg_createcluster registers an existing data directory and moves these three files from it
     # to /etc/postgresql/VERSION/CLUSTER; the primary's live in /etc, so the backup has none.
     yield StringCommand(
         "runuser -u postgres -- touch",
-        *[QuoteString(f"{data_directory}/{f}")
-          for f in ("postgresql.conf", "pg_hba.conf", "pg_ident.conf")],
+        *[QuoteString(f"{data_directory}/{f}") for f in ("postgresql.conf", "pg_hba.conf", "pg_ident.conf")],
     )
-    yield StringCommand("pg_createcluster -d", QuoteString(data_directory), str(version),
-                        QuoteString(cluster_name))
+    yield StringCommand(
+        "pg_createcluster -d", QuoteString(data_directory), str(version), QuoteString(cluster_name)
+    )
 
 
 @operation()
-def standby_health(primary, wait=30):
+def standby_health(primary: str, wait: int = 30) -> Generator[StringCommand, None, None]:
     """Report a standby that is not in recovery or not streaming from the primary (a warning
     naming the host; never a rebuild)."""
     state = host.get_fact(PostgresqlWalReceiver, wait=wait)
@@ -324,8 +396,10 @@ def standby_health(primary, wait=30):
     elif not state["in_recovery"]:
         problem = "it is not in recovery (promoted?)"
     elif state["status"] != "streaming":
-        problem = (f"its WAL receiver is {state['status'] or 'not running'} (see the server log "
-                   "and pg_stat_wal_receiver)")
+        problem = (
+            f"its WAL receiver is {state['status'] or 'not running'} (see the server log "
+            "and pg_stat_wal_receiver)"
+        )
     else:
         host.noop(f"streaming from {state['sender_host']} through slot {state['slot_name']}")
         return
@@ -336,7 +410,7 @@ def standby_health(primary, wait=30):
 
 
 @operation()
-def replication_health(standbys):
+def replication_health(standbys: Collection[str]) -> Generator[StringCommand, None, None]:
     """On the primary: report every declared standby whose slot is missing or not in use by a
     streaming walsender (warnings naming the standby)."""
     slots = host.get_fact(PostgresqlReplicationSlots)
@@ -349,8 +423,10 @@ def replication_health(standbys):
             if slot is None:
                 problems[name] = f"slot {slot_name(name)} is missing"
             elif not slot["active"]:
-                problems[name] = (f"slot {slot_name(name)} is inactive (standby down or not "
-                                  f"connecting; WAL is held from {slot['restart_lsn']})")
+                problems[name] = (
+                    f"slot {slot_name(name)} is inactive (standby down or not "
+                    f"connecting; WAL is held from {slot['restart_lsn']})"
+                )
             elif slot["state"] != "streaming":
                 problems[name] = f"its walsender is {slot['state'] or 'gone'}"
     for name, problem in problems.items():
