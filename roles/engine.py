@@ -114,9 +114,13 @@ def secret(key: str) -> HiddenValue:
 def step(applies: bool, why_not: str, op: Callable[..., OperationMeta], **kwargs) -> OperationMeta:
     """Call `op` on this host, or a no-op in its place at the same call site (see the module's
     docstring), so that hosts of a group stay joined at this step."""
+    if not hasattr(op, "_inner"):  # a helper would add a stack frame the no-op does not have
+        raise TypeError(f"engine.step takes a pyinfra operation, not {op!r}")
     if not applies:
-        return common.not_on_this_host(name=kwargs.get("name"), reason=why_not)
-    return op(**kwargs)
+        kwargs = {"name": kwargs.get("name"), "reason": why_not}
+    # One call expression on one line: pyinfra identifies an operation by the line numbers of its
+    # call stack, so the operation and its no-op must be called from the same line.
+    return (op if applies else common.not_on_this_host)(**kwargs)
 
 
 _refreshed: set[tuple[int, str]] = set()

@@ -63,16 +63,17 @@ def install(cfg: HostConfig) -> None:
 
 
 def configure(cfg: HostConfig, group: engine.Group, applies: bool, why_not: str) -> None:
+    # Files rendered by render.py (engine.config_file's code path), placed by the operation itself:
+    # engine.step joins hosts only at an operation called directly.
     sized = engine.sized_for_this_host(cfg)
     members = list(group.members)
     engine.step(
         applies,
         why_not,
-        engine.config_file,
+        common.config_file,
         name=f"{CONFIG_DIR}/postgresql.conf",
-        template="postgresql.conf.j2",
-        context=render.postgresql_context(cfg, sized, members),
-        dest=f"{CONFIG_DIR}/postgresql.conf",
+        content=render.render("postgresql.conf.j2", render.postgresql_context(cfg, sized, members)),
+        path=f"{CONFIG_DIR}/postgresql.conf",
         user="postgres",
         group="postgres",
         mode="644",
@@ -82,11 +83,10 @@ def configure(cfg: HostConfig, group: engine.Group, applies: bool, why_not: str)
     engine.step(
         applies,
         why_not,
-        engine.config_file,
+        common.config_file,
         name=f"{CONFIG_DIR}/pg_hba.conf",
-        template="pg_hba.conf.j2",
-        context=render.pg_hba_context(cfg, members),
-        dest=f"{CONFIG_DIR}/pg_hba.conf",
+        content=render.render("pg_hba.conf.j2", render.pg_hba_context(cfg, members)),
+        path=f"{CONFIG_DIR}/pg_hba.conf",
         user="postgres",
         group="postgres",
         mode="640",

@@ -37,12 +37,27 @@ def test_step_keeps_the_call_site_for_every_host(monkeypatch):
     def op(**kw):
         calls.append(("op", kw))
 
+    op._inner = op  # what pyinfra's @operation leaves on an operation
+
     engine.step(True, "why", op, name="Step", value=1)
     engine.step(False, "not a standby", op, name="Step", value=1)
     assert calls == [
         ("op", {"name": "Step", "value": 1}),
         ("skip", {"name": "Step", "reason": "not a standby"}),
     ]
+
+
+def test_step_refuses_a_helper_that_is_not_an_operation():
+    """A helper adds a stack frame: the operation inside it would not be at the no-op's place."""
+    with pytest.raises(TypeError, match="takes a pyinfra operation"):
+        engine.step(True, "why", engine.config_file, name="x")
+
+
+def test_step_calls_the_operation_and_the_no_op_from_one_line():
+    import inspect
+
+    source = inspect.getsource(engine.step)
+    assert "(op if applies else common.not_on_this_host)(**kwargs)" in source
 
 
 def test_config_files_are_rendered_by_render_py(monkeypatch):
