@@ -26,6 +26,7 @@ from roles.facts.hardware import HostHardware
 from roles.hostdata import HostConfig
 from roles.operations import common
 from roles.sizing import Sizing
+from roles.zfs_packages import missing as missing_packages
 
 
 def host_config() -> HostConfig:
@@ -139,13 +140,14 @@ def installed_packages() -> dict:
 def packages(
     name: str, names: list[str], installed: dict | None = None, max_list_age: int = 3600, **kwargs
 ) -> None:
-    """apt packages (no recommends). Only when one of them is missing are the package lists
+    """apt packages (no recommends; `name=version` pins one). Only when one of them is missing
+    (or at another version) are the package lists
     refreshed first, at most once per host and run, and only when older than `max_list_age`
     seconds (0: whatever their age, e.g. after adding a source): a converge an hour or a week
     later must not count a list refresh as a change. `installed`: DebPackages, when already read."""
     installed = installed_packages() if installed is None else installed
     key = (id(state), host.name)
-    if any(p not in (installed or {}) for p in names) and key not in _refreshed:
+    if missing_packages(names, installed or {}) and key not in _refreshed:
         _refreshed.add(key)
         apt.update(name="Refresh the package lists", cache_time=max_list_age or None)
     apt.packages(name=name, packages=names, no_recommends=True, **kwargs)

@@ -106,8 +106,8 @@ def test_package_lists_refreshed_only_for_a_missing_package_once_and_when_old(mo
     installed = {"mariadb-server": ["1"], "mariadb-client": ["1"]}
     engine._refreshed.clear()
     with ctx_host.use(FakeHost({})):
-        engine.packages("MariaDB", ["mariadb-server", "mariadb-client"], installed=installed)
-        assert calls == [("packages", ["mariadb-server", "mariadb-client"])]  # a week later: no refresh
+        engine.packages("MariaDB", ["mariadb-server", "mariadb-client=1"], installed=installed)
+        assert calls == [("packages", ["mariadb-server", "mariadb-client=1"])]  # a week later: no refresh
         calls.clear()
         engine.packages("ZFS headers", ["linux-headers-amd64"], installed=installed, max_list_age=0)
         engine.packages("PostgreSQL", ["postgresql-15"], installed=installed)
