@@ -147,10 +147,20 @@ def packages(
     later must not count a list refresh as a change. `installed`: DebPackages, when already read."""
     installed = installed_packages() if installed is None else installed
     key = (id(state), host.name)
-    if missing_packages(names, installed or {}) and key not in _refreshed:
+    missing = missing_packages(names, installed or {})
+    if missing and key not in _refreshed:
         _refreshed.add(key)
         apt.update(name="Refresh the package lists", cache_time=max_list_age or None)
-    apt.packages(name=name, packages=names, no_recommends=True, **kwargs)
+    # Installed when the deploy was prepared stays installed: no need to ask the host again.
+    step(
+        bool(missing),
+        f"installed: {', '.join(names)}",
+        apt.packages,
+        name=name,
+        packages=names,
+        no_recommends=True,
+        **kwargs,
+    )
 
 
 def config_file(

@@ -15,11 +15,11 @@ from __future__ import annotations
 import ipaddress
 
 from pyinfra.api import deploy
-from pyinfra.operations import files, mysql, systemd
+from pyinfra.operations import files, mysql
 
 from roles import engine, render, secrets
 from roles.hostdata import HostConfig
-from roles.operations import common, mariadb as mariadb_ops
+from roles.operations import common, mariadb as mariadb_ops, units
 
 CONFIG = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
 DROP_IN = "/etc/systemd/system/mariadb.service.d/dbzfs-zfs.conf"
@@ -84,7 +84,7 @@ def install() -> None:
     mariadb_ops.runs_current_config(
         name="MariaDB runs its current config", service=SERVICE, config_paths=[CONFIG]
     )
-    systemd.service(name="MariaDB running and enabled", service=SERVICE, running=True, enabled=True)
+    units.service(name="MariaDB running and enabled", unit=SERVICE, running=True, enabled=True)
 
 
 @deploy("MariaDB accounts and databases")

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pyinfra.api import HiddenValue, deploy
 from pyinfra.api.exceptions import PyinfraError
-from pyinfra.operations import files, systemd
+from pyinfra.operations import files
 
 from roles import engine, render, secrets
 from roles.hostdata import HostConfig
-from roles.operations import common, postgresql as pg
+from roles.operations import common, postgresql as pg, units
 
 VERSION = render.PG_VERSION
 CLUSTER = render.PG_CLUSTER
@@ -100,7 +100,7 @@ def configure(cfg: HostConfig, group: engine.Group, applies: bool, why_not: str)
         cluster_name=CLUSTER,
         config_files=[f"{CONFIG_DIR}/postgresql.conf", f"{CONFIG_DIR}/pg_hba.conf"],
     )
-    engine.step(applies, why_not, systemd.service, name=f"{UNIT} running", service=UNIT, running=True)
+    engine.step(applies, why_not, units.service, name=f"{UNIT} running", unit=UNIT, running=True)
 
 
 def database_grants(cfg: HostConfig) -> list[dict]:

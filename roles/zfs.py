@@ -7,14 +7,14 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.server import KernelVersion, LinuxDistribution
-from pyinfra.operations import apt, files, server, systemd
+from pyinfra.operations import apt, files, server
 
 from roles import engine, render, zfs_packages
 from roles.engine import sized_for_this_host
 from roles.facts.drives import DrivesByPattern
 from roles.facts.zfs import ZpoolProperties
 from roles.hostdata import HostConfig
-from roles.operations import accounts, zfs as zfs_ops, zpool
+from roles.operations import accounts, units, zfs as zfs_ops, zpool
 
 # The engine's service account, created here with the same attributes Debian's packages use so
 # that the dataset mountpoints can be owned by it before the server is installed.
@@ -69,7 +69,7 @@ def install() -> None:
     )
     server.modprobe(name="Load the zfs module", module="zfs")
     # zfsutils-linux loads the module at boot with this unit; make sure nobody disabled it.
-    systemd.service(name="Load zfs at boot", service="zfs-load-module.service", enabled=True)
+    units.service(name="Load zfs at boot", unit="zfs-load-module.service", enabled=True)
 
 
 @deploy("Pool")
@@ -130,9 +130,9 @@ def module_parameters(cfg: HostConfig) -> None:
 
 @deploy("Scrub and capacity")
 def scrub_and_capacity(cfg: HostConfig) -> None:
-    systemd.service(
+    units.service(
         name=f"Monthly scrub of {cfg.pool.name}",
-        service=f"zfs-scrub-monthly@{cfg.pool.name}.timer",
+        unit=f"zfs-scrub-monthly@{cfg.pool.name}.timer",
         enabled=True,
         running=True,
     )

@@ -101,13 +101,22 @@ def test_package_lists_refreshed_only_for_a_missing_package_once_and_when_old(mo
     from tests.unit.fact_stubs import FakeHost
 
     calls = []
+
+    def packages(**kw):
+        calls.append(("packages", kw["packages"]))
+
+    packages._inner = packages
     monkeypatch.setattr(engine.apt, "update", lambda **kw: calls.append(("update", kw)))
-    monkeypatch.setattr(engine.apt, "packages", lambda **kw: calls.append(("packages", kw["packages"])))
+    monkeypatch.setattr(engine.apt, "packages", packages)
+    monkeypatch.setattr(engine.common, "not_on_this_host", lambda **kw: calls.append(("installed", kw)))
     installed = {"mariadb-server": ["1"], "mariadb-client": ["1"]}
     engine._refreshed.clear()
     with ctx_host.use(FakeHost({})):
         engine.packages("MariaDB", ["mariadb-server", "mariadb-client=1"], installed=installed)
-        assert calls == [("packages", ["mariadb-server", "mariadb-client=1"])]  # a week later: no refresh
+        # a week later: no refresh, and no question to the host
+        assert calls == [
+            ("installed", {"name": "MariaDB", "reason": "installed: mariadb-server, mariadb-client=1"})
+        ]
         calls.clear()
         engine.packages("ZFS headers", ["linux-headers-amd64"], installed=installed, max_list_age=0)
         engine.packages("PostgreSQL", ["postgresql-15"], installed=installed)
