@@ -367,7 +367,9 @@ def qemu_argv(vm: VM, image_dir: Path, accel_name: str, apt_port: int, apt_guest
     d = vm.state_dir
     key = base64.b64encode((SSH_KEY.with_suffix(".pub")).read_bytes().strip()).decode()
     append = (
-        f"root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.hostname={vm.name} "
+        # mitigations=off: test VMs run only the lab's own code, and under TCG the kernel's
+        # speculation barriers (retpolines, RSB filling) are emulated instructions like any other.
+        f"root=/dev/vda rw console=ttyS0 net.ifnames=0 mitigations=off systemd.hostname={vm.name} "
         f"dbzfs.hostname={vm.name} dbzfs.addr={vm.private_address}/{vm.private_prefix} dbzfs.sshkey={key}"
     )
     argv = [
