@@ -31,7 +31,7 @@ CREATECLUSTER_DROPIN = "/etc/postgresql-common/createcluster.d/dbzfs.conf"
 SERVER_BINARY = f"/usr/lib/postgresql/{VERSION}/bin/postgres"
 # The host's own server parses the candidate file (every setting's name and value) and prints
 # one setting; it refuses an unknown name or a bad value.
-CONFIG_CHECK = f"runuser -u postgres -- {SERVER_BINARY} --config-file={{path}} -C data_directory"
+CONFIG_CHECK = f"cd / && runuser -u postgres -- {SERVER_BINARY} --config-file={{path}} -C data_directory"
 
 
 def dropin_text(cfg: HostConfig) -> str:
