@@ -1,13 +1,9 @@
 """What a bare Debian 12 VM (lab.yaml `bare_vms`) looks like before the deploy, and its --dry run:
 shared by tests/e2e/test_bare_host_plan.py (in CI) and tests/install (the whole install)."""
 
-import subprocess
 import time
 
-from lab import control
-
 from tests.e2e.pyinfra_results import proposed_changes
-from tests.labkit import REPO
 
 # Prints nothing on a bare host: no zfs module, no ZFS tools, no ZFS or header packages, no
 # contrib or backports source.
@@ -32,19 +28,10 @@ INSTALL_OPERATIONS = (
 
 
 def dry_run(lab):
-    """`pyinfra INVENTORY deploy.py --dry --diff` (not lab.pyinfra(): with -y pyinfra skips change
-    detection) -> (returncode, output, proposed operations)."""
-    result = subprocess.run(
-        [str(control.PYINFRA), str(lab.inventory), "deploy.py", "--dry", "--diff"],
-        cwd=REPO,
-        env=control.lab_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
+    """`pyinfra INVENTORY deploy.py --dry --diff` -> (returncode, output, proposed operations)."""
+    result = lab.pyinfra_dry()
     output = result.stdout + result.stderr
-    return result.returncode, output, proposed_changes(output)
+    return result.rc, output, proposed_changes(output)
 
 
 def assert_proposes_the_install(proposed, output):

@@ -115,6 +115,11 @@ def secret_file(name: str, text: str) -> Iterator[StringCommand | FileUploadComm
     yield from commands
 
 
+# The client's output on a failure cut down to its error code: near a syntax error the client
+# would echo the statement, which may hold a secret.
+ERROR_CODE_ONLY = ("printf", "'%s\\n'", '"$out"', "|", "grep", "-o", "'^ERROR [0-9]* ([0-9A-Z]*)'", ">&2;")
+
+
 def run_secret_sql(name: str, sql: str) -> Iterator[StringCommand | FileUploadCommand]:
     """Upload `sql` and run it as root through stdin; the file is removed whatever happens and a
     failure shows the error code only (the client would echo the statement near a syntax
@@ -138,14 +143,7 @@ def run_secret_sql(name: str, sql: str) -> Iterator[StringCommand | FileUploadCo
         "0",
         "];",
         "then",
-        "printf",
-        "'%s\\n'",
-        '"$out"',
-        "|",
-        "grep",
-        "-o",
-        "'^ERROR [0-9]* ([0-9A-Z]*)'",
-        ">&2;",
+        *ERROR_CODE_ONLY,
         "exit",
         "$rc;",
         "fi",
@@ -396,14 +394,7 @@ def replica(
         "||",
         "{",
         "rc=$?;",
-        "printf",
-        "'%s\\n'",
-        '"$out"',
-        "|",
-        "grep",
-        "-o",
-        "'^ERROR [0-9]* ([0-9A-Z]*)'",
-        ">&2;",
+        *ERROR_CODE_ONLY,
         "}",
         ";",
         "fi;",
