@@ -222,17 +222,7 @@ VM_KEYS = (
     "drive_size",
     "drive_serial",
 )
-REQUIRED = (
-    "engine",
-    "role",
-    "ssh_port",
-    "private_address",
-    "memory",
-    "vcpus",
-    "drive_count",
-    "drive_size",
-    "drive_serial",
-)
+REQUIRED = tuple(k for k in VM_KEYS if k not in ("primary", "server_id"))  # per engine and role
 IMAGE_TEXT = ("suite", "mirror", "security_mirror", "size")
 IMAGE_LISTS = ("components", "base_packages", "kernel_packages", "header_packages", "zfs_packages")
 MIN_MEMORY = 2048  # MiB: the deploy sizes for >= 2 GiB (roles.validation, hardware)

@@ -452,13 +452,7 @@ class _Checker:
             return False
         good = True
         for engine, datasets in value.items():
-            for ds, props in datasets.items():
-                where = f"{key}[{engine!r}][{ds!r}]"
-                if not isinstance(ds, str):
-                    self.add(name, where, props, "a dataset name must be a string", 'e.g. "datastore/mysql"')
-                    good = False
-                else:
-                    good = self.type_properties(name, where, props) and good
+            good = self.type_zfs_dataset_properties(name, f"{key}[{engine!r}]", datasets) and good
         return good
 
     def type_zfs_dataset_roles(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
@@ -502,7 +496,13 @@ class _Checker:
         for ds, props in value.items():
             where = f"{key}[{ds!r}]"
             if not isinstance(ds, str):
-                self.add(name, where, props, "a dataset name must be a string", 'e.g. "datastore/postgresql"')
+                self.add(
+                    name,
+                    where,
+                    props,
+                    "a dataset name must be a string",
+                    'e.g. "datastore/mysql" or "datastore/postgresql"',
+                )
                 good = False
             else:
                 good = self.type_properties(name, where, props) and good

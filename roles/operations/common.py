@@ -29,6 +29,11 @@ PRIVATE_DIR = "/run/dbzfs"  # tmpfs, root only: secret-bearing files exist only 
 CHECK_DIR = "/run/dbzfs-check"  # tmpfs, world-readable: candidate config files being checked
 
 
+def reveal(secret: HiddenValue | str) -> str:
+    """A secret's text, from a pyinfra HiddenValue (what the roles pass) or a plain string."""
+    return secret.unmask() if isinstance(secret, HiddenValue) else str(secret)
+
+
 def private_upload(content: str, name: str) -> tuple[list[StringCommand | FileUploadCommand], str]:
     """Commands that put `content` into PRIVATE_DIR/name (a root-only directory before the file
     exists, so the file is never readable by others whatever its mode), and the path."""
@@ -193,8 +198,7 @@ def secret_file(
     SHA-256 (never diffed or printed), created with its mode and owner in a root-only directory
     and then moved into place.
     """
-    if isinstance(content, HiddenValue):
-        content = content.unmask()
+    content = reveal(content)
     live = host.get_fact(ConfigFileState, path=path)
     wanted = hashlib.sha256(content.encode()).hexdigest()
     if live["exists"] and live["sha256"] == wanted:

@@ -34,7 +34,7 @@ from roles.facts.mariadb import (
     account,
     sql_string,
 )
-from roles.operations.common import PRIVATE_DIR, private_upload
+from roles.operations.common import PRIVATE_DIR, private_upload, reveal
 
 SECRET_DIR = PRIVATE_DIR  # tmpfs: uploaded secrets never reach a disk
 
@@ -87,10 +87,6 @@ def native_password_hash(password: str) -> str:
 def credential_digest(password: str) -> str:
     """The MariadbUsers fact's digest of the credential a password gives."""
     return hashlib.sha256(native_password_hash(password).encode()).hexdigest()
-
-
-def _reveal(password: HiddenValue | str) -> str:
-    return password.unmask() if isinstance(password, HiddenValue) else str(password)
 
 
 def normalise_privileges(privileges: str | Iterable[str]) -> frozenset[str]:
@@ -169,7 +165,7 @@ def user(
 
     users = host.get_fact(MariadbUsers)
     current = (users or {}).get((user, user_host))
-    secret = _reveal(password)
+    secret = reveal(password)
     if (
         current
         and current["plugin"] == "mysql_native_password"
@@ -332,7 +328,7 @@ def replica(
             "them (after checking) or set it up by hand."
         )
 
-    secret = _reveal(password)
+    secret = reveal(password)
     cnf = f"{SECRET_DIR}/seed.cnf"
     change = f"{SECRET_DIR}/change-master.sql"
     yield from secret_file(

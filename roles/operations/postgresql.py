@@ -31,7 +31,7 @@ from roles.facts.postgresql import (
     PostgresqlRoles,
     PostgresqlWalReceiver,
 )
-from roles.operations.common import private_upload
+from roles.operations.common import private_upload, reveal
 
 SCRAM_ITERATIONS = 4096
 
@@ -226,8 +226,7 @@ def login_role(
     """
     if not password:
         raise OperationError(f"role {role_name}: no password given (check the secrets)")
-    if isinstance(password, HiddenValue):
-        password = password.unmask()
+    password = reveal(password)
     roles = host.get_fact(PostgresqlRoles)
     if roles is None:
         raise OperationError("PostgreSQL is not running: cannot manage roles")
