@@ -1,0 +1,441 @@
+"""The Prometheus alert rules, generated from the deploy's data (pure: no pyinfra).
+
+`rules(hosts, monitoring)` builds the rule file for the Prometheus host `monitoring` from the
+database hosts' `HostConfig`s; `rules_yaml` is the same as the text the monitoring role writes.
+`ALERTS` names every alert with its default `for:`, its severity, what it means and what to do (the
+README's table is made from it); the Prometheus host's `alert_for` overrides the `for:` by name.
+
+Thresholds come from each host's own data (capacity, replica lag, slot WAL, ARC ratio, scrub and
+snapshot age, the ZFS collector's interval): when the hosts an alert applies to agree, it is one
+rule; when they differ, one rule per distinct value, each selecting its hosts with
+`instance=~"a|b"`, all under the same alert name.
+
+What the rules select on (the scrape config of roles/monitoring.py is the other side of this):
+every target has `instance` = the inventory host name, `engine` and `cluster`; the jobs are `node`
+(node_exporter with the ZFS and textfile collectors), `mysqld`, `postgres` and `prometheus`.
+The `dbzfs_*` series are our own ZFS textfile collector's. The exporters' metric names were
+checked against Debian 12's packages, run against throwaway local servers (MariaDB 10.11 primary
++ replica, PostgreSQL 15 primary + streaming standby with slots), and against their sources:
+
+- node_exporter 1.5.0: `node_zfs_arc_demand_metadata_hits` / `_misses` (collector/zfs.go and
+  zfs_linux.go at v1.5.0: kstat `arcstats` name -> `node_zfs_arc_<name>`, untyped, cumulative;
+  also in its fixtures/e2e-output.txt); `up`.
+- mysqld_exporter 0.14.0 (collector/slave_status.go, collector.go parseStatus): `mysql_up`;
+  `mysql_slave_status_slave_io_running` and `_slave_sql_running` (Yes=1, No and Connecting=0; run
+  against a MariaDB 10.11 replica: IO "Connecting" with the primary stopped gave 0, SQL stopped by
+  an error gave 0), `mysql_slave_status_seconds_behind_master` (absent while it is NULL: a stopped
+  thread or a lost primary; the stopped-thread alert covers those). A server that has no replica
+  configuration has no `mysql_slave_status_*` series at all.
+- postgres_exporter 0.11.1 (cmd/postgres_exporter/postgres_exporter.go and queries.go, default
+  metrics only: Debian's package passes no --extend.query-path): `pg_up`;
+  `pg_stat_replication_pg_current_wal_lsn_bytes{application_name, client_addr, state, slot_name}`
+  on the primary, one series per connected walsender (its `slot_name` label holds the walsender's
+  pid, not the slot); `pg_replication_slots_pg_wal_lsn_diff{slot_name, database}` (bytes of WAL
+  between the current position and the slot's restart_lsn; NaN for a slot that never reserved
+  WAL) and `pg_replication_slots_active`. 0.11.1 exposes nothing from the standby's side by
+  default (no pg_stat_wal_receiver, no pg_replication_lag), so "standby streaming" is checked on
+  its primary, by application_name = the standby's inventory name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+import yaml
+
+from roles.hostdata import HostConfig
+
+
+class Alert(NamedTuple):
+    default_for: str  # how long the condition holds before the alert fires (alert_for overrides)
+    severity: str  # "critical": act now; "warning": act within the working day
+    summary: str
+    action: str
+
+
+# Ordered as the README's table lists them.
+ALERTS: dict[str, Alert] = {
+    "TargetDown": Alert(
+        "5m",
+        "critical",
+        "An exporter (or Prometheus itself) does not answer its scrape.",
+        "Check the host is up and the exporter's service is running "
+        "(systemctl status prometheus-node-exporter, -mysqld-exporter or -postgres-exporter).",
+    ),
+    "TargetMissing": Alert(
+        "10m",
+        "critical",
+        "A target the inventory expects (a host's node or database exporter, or Prometheus) is not scraped.",
+        "Re-run the deploy so Prometheus's scrape config lists every host of the inventory.",
+    ),
+    "DatabaseDown": Alert(
+        "2m",
+        "critical",
+        "The database exporter answers but cannot reach its MariaDB or PostgreSQL server.",
+        "Check the database service and its log on that host; start it once the cause is fixed.",
+    ),
+    "ZpoolNotOnline": Alert(
+        "1m",
+        "critical",
+        "A ZFS pool is not ONLINE (degraded, faulted, suspended or not imported at all).",
+        "Run zpool status -x on the host, replace or reattach the failed drive and watch the resilver.",
+    ),
+    "ZpoolCapacityHigh": Alert(
+        "15m",
+        "warning",
+        "A ZFS pool is fuller than the host's zfs_capacity_threshold percent.",
+        "Free space (old snapshots, binlogs or WAL, unused data) or add drives before writes slow down.",
+    ),
+    "ZpoolDeviceErrors": Alert(
+        "1m",
+        "warning",
+        "A drive of a ZFS pool has read, write or checksum errors.",
+        "Look at zpool status and the drive's SMART data; replace the drive if errors keep coming, "
+        "else zpool clear the pool.",
+    ),
+    "ZpoolDataErrors": Alert(
+        "1m",
+        "critical",
+        "A ZFS pool reports permanent data errors: some data could not be repaired.",
+        "Run zpool status -v to list the damaged files and restore them from a replica or a backup.",
+    ),
+    "ZpoolSpareInUse": Alert(
+        "5m",
+        "warning",
+        "A hot spare has taken the place of a failed drive.",
+        "Replace the failed drive (zpool replace), then the spare returns to the spare list.",
+    ),
+    "ZpoolScrubFoundErrors": Alert(
+        "1m",
+        "warning",
+        "The last scrub of a ZFS pool found errors.",
+        "Check zpool status -v for what was damaged and which drive it came from.",
+    ),
+    "ZpoolScrubOverdue": Alert(
+        "1h",
+        "warning",
+        "A ZFS pool has not been scrubbed for longer than scrub_max_age_days.",
+        "Check the monthly scrub runs (zfsutils-linux's cron job) and start one by hand: zpool scrub POOL.",
+    ),
+    "ArcMetadataHitRatioLow": Alert(
+        "30m",
+        "warning",
+        "On a MariaDB host, too few ZFS metadata reads are served from the ARC.",
+        "Check the ARC is not squeezed (arc_summary; zfs_arc_max in zfs_module_params) by the buffer pool.",
+    ),
+    "MariaDBReplicationStopped": Alert(
+        "5m",
+        "critical",
+        "A MariaDB replica's IO or SQL thread is stopped, or it has no replication set up.",
+        "Run SHOW REPLICA STATUS on the replica, fix the error it shows and START REPLICA.",
+    ),
+    "MariaDBReplicaLagging": Alert(
+        "5m",
+        "warning",
+        "A MariaDB replica is more than replica_lag_alert_seconds behind its primary.",
+        "Look for long transactions or heavy writes on the primary and for I/O saturation on the replica.",
+    ),
+    "PostgresStandbyNotStreaming": Alert(
+        "5m",
+        "critical",
+        "A PostgreSQL standby of the inventory is not streaming WAL from its primary.",
+        "Check the standby is running and its log for connection or WAL errors; "
+        "its replication slot keeps WAL on the primary meanwhile.",
+    ),
+    "PostgresReplicationSlotWALHigh": Alert(
+        "15m",
+        "warning",
+        "A PostgreSQL replication slot holds back more WAL than replication_slot_alert_bytes.",
+        "Bring its standby back to streaming, or drop the slot if that standby is gone for good.",
+    ),
+    "ZfsSnapshotTooOld": Alert(
+        "30m",
+        "warning",
+        "A dataset's newest snapshot is older than snapshot_max_age_hours.",
+        "Check the snapshot job on the host and its log; take a snapshot by hand if needed.",
+    ),
+    "ZfsMetricsCollectorFailing": Alert(
+        "10m",
+        "warning",
+        "The ZFS metrics collector fails or its metrics are stale or missing, so the pool alerts are blind.",
+        "Check systemctl status dbzfs-zfs-metrics.service and its journal on the host.",
+    ),
+}
+
+JOBS = {"mariadb": "mysqld", "postgresql": "postgres"}
+UP = {"mariadb": "mysql", "postgresql": "pg"}  # <prefix>_up: whether the exporter reaches its server
+# ArcMetadataHitRatioLow: the rate window, and the least demand metadata accesses per second over
+# it for the ratio to mean anything (a quiet host's few reads are no evidence).
+ARC_WINDOW = "30m"
+ARC_MIN_ACCESSES_PER_SECOND = 10
+# ZfsMetricsCollectorFailing: stale after this many of the host's collector intervals.
+COLLECTOR_STALE_INTERVALS = 3
+
+# Prometheus' duration syntax (prometheus/common model.ParseDuration, as in Prometheus 2.42):
+# units in this order, each at most once, integers only; "0" alone is allowed too.
+_DURATION_RE = re.compile(r"^([0-9]+y)?([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?$")
+_DURATION_MS = {"y": 365 * 86_400_000, "w": 7 * 86_400_000, "d": 86_400_000, "h": 3_600_000}
+_DURATION_MS.update({"m": 60_000, "s": 1000, "ms": 1})
+
+
+def alert_names() -> list[str]:
+    return list(ALERTS)
+
+
+def valid_duration(s: str) -> bool:
+    """Whether Prometheus takes `s` as a duration (e.g. 30s, 5m, 1h30m, 0s)."""
+    if not isinstance(s, str) or not s:
+        return False
+    if s == "0":
+        return True
+    if not _DURATION_RE.match(s):
+        return False
+    total = 0
+    for number, unit in re.findall(r"([0-9]+)(ms|[ywdhms])", s):
+        total += int(number) * _DURATION_MS[unit]
+    return total < 2**63 // 1_000_000  # Prometheus' int64 nanoseconds
+
+
+# --- PromQL building blocks ---------------------------------------------------------------------
+
+
+def _str(value: str) -> str:
+    """A PromQL string literal."""
+    return json.dumps(value)
+
+
+def _selector(metric: str, job: str, instances: list[str] | None = None, **labels: str) -> str:
+    """metric{job="...",instance=~"a|b",label="..."}: instances None selects every instance."""
+    matchers = [f"job={_str(job)}"]
+    if instances is not None:
+        if len(instances) == 1:
+            matchers.append(f"instance={_str(instances[0])}")
+        else:
+            matchers.append(f"instance=~{_str('|'.join(re.escape(i) for i in instances))}")
+    matchers += [f"{name}={_str(value)}" for name, value in labels.items()]
+    return f"{metric}{{{','.join(matchers)}}}"
+
+
+def _with_label(expr: str, label: str, value: str) -> str:
+    """expr with one more label set to a fixed value."""
+    return f'label_replace({expr}, {_str(label)}, {_str(value.replace("$", "$$"))}, "", "")'
+
+
+def _num(value: float) -> str:
+    return repr(value) if isinstance(value, float) else str(int(value))
+
+
+def _by_value(hosts: list[HostConfig], value: Callable[[HostConfig], object]) -> list[tuple]:
+    """[(value, None)] when every host has the same value (or there is one host), else
+    [(value, [its hosts' names])] per distinct value, in the hosts' order. No hosts: []."""
+    groups: dict[object, list[str]] = {}
+    for h in hosts:
+        groups.setdefault(value(h), []).append(h.name)
+    if len(groups) == 1:
+        return [(next(iter(groups)), None)]
+    return list(groups.items())
+
+
+class _Rules:
+    def __init__(self, alert_for: dict) -> None:
+        unknown = [name for name in alert_for if name not in ALERTS]
+        if unknown:  # roles.validation refuses these first, with a hint
+            raise ValueError(f"alert_for names no such alert: {', '.join(map(str, unknown))}")
+        bad = {name: d for name, d in alert_for.items() if not valid_duration(d)}
+        if bad:
+            raise ValueError(f"alert_for: not Prometheus durations: {bad}")
+        self.alert_for = alert_for
+        self.groups: dict[str, list[dict]] = {}
+
+    def add(self, group: str, alert: str, expr: str, for_: str | None = None, **labels: str) -> None:
+        """One alerting rule. `labels` tell apart the rules of one alert (a threshold of some of
+        the hosts): promtool's lint refuses two rules with the same name and labels."""
+        meta = ALERTS[alert]
+        self.groups.setdefault(group, []).append(
+            {
+                "alert": alert,
+                "expr": expr,
+                "for": for_ or self.alert_for.get(alert, meta.default_for),
+                "labels": {"severity": meta.severity, **labels},
+                "annotations": {"summary": meta.summary, "action": meta.action},
+            }
+        )
+
+
+def _or(clauses: list[str], on: str = "") -> str:
+    return f"\nor{on} ".join(clauses)
+
+
+# --- the rules ----------------------------------------------------------------------------------
+
+
+def _targets(r: _Rules, hosts: list[HostConfig], monitoring: HostConfig) -> None:
+    r.add("dbzfs-targets", "TargetDown", "up == 0")
+    expected = [("prometheus", monitoring.name)]
+    for h in hosts:
+        expected += [("node", h.name), (JOBS[h.engine], h.name)]
+    r.add(
+        "dbzfs-targets",
+        "TargetMissing",
+        _or([f"absent(up{{job={_str(job)},instance={_str(name)}}})" for job, name in expected]),
+    )
+    engines = {h.engine for h in hosts}
+    down = [f"{_selector(f'{prefix}_up', JOBS[e])} == 0" for e, prefix in UP.items() if e in engines]
+    if down:
+        r.add("dbzfs-targets", "DatabaseDown", _or(down))
+
+
+def _zfs(r: _Rules, hosts: list[HostConfig]) -> None:
+    group = "dbzfs-zfs"
+    # Not ONLINE: the state the pool reports, or no series at all for the pool the host's data
+    # names while the collector works (not imported, or exported).
+    clauses = [
+        'dbzfs_zpool_state{job="node",state!="ONLINE"} == 1',
+        f"{_selector('dbzfs_zpool_online', 'node')} == 0",
+    ]
+    for pool, names in _by_value(hosts, lambda h: h.pool.name):
+        names = names or [h.name for h in hosts]
+        missing = (
+            f"{_selector('dbzfs_zfs_metrics_success', 'node', names)} == 1 "
+            f"unless on(instance) {_selector('dbzfs_zpool_online', 'node', pool=pool)}"
+        )
+        clauses.append(_with_label(_with_label(missing, "pool", pool), "state", "MISSING"))
+    r.add(group, "ZpoolNotOnline", _or(clauses, " on(instance, pool)"))
+
+    for threshold, names in _by_value(hosts, lambda h: h.capacity_threshold):
+        expr = f"{_selector('dbzfs_zpool_capacity_percent', 'node', names)} > {_num(threshold)}"
+        r.add(group, "ZpoolCapacityHigh", expr, threshold=f"{threshold}%")
+
+    # Per drive when the collector names it; the pool's sum otherwise. zpool's error counters only
+    # go up until `zpool clear`, so > 0 is the condition.
+    r.add(
+        group,
+        "ZpoolDeviceErrors",
+        f"{_selector('dbzfs_zpool_device_errors', 'node')} > 0\n"
+        f"or on(instance, pool, type) {_selector('dbzfs_zpool_errors', 'node')} > 0",
+    )
+    r.add(group, "ZpoolDataErrors", f"{_selector('dbzfs_zpool_data_errors', 'node')} > 0")
+    r.add(group, "ZpoolSpareInUse", f"{_selector('dbzfs_zpool_spares_in_use', 'node')} > 0")
+    r.add(group, "ZpoolScrubFoundErrors", f"{_selector('dbzfs_zpool_scrub_errors', 'node')} > 0")
+
+    # Scrubbed once, too long ago; or never scrubbed: the collector does not know a pool's age, so
+    # that fires once the pool has been seen never scrubbed for the whole scrub_max_age_days (its
+    # `for:`), which is never early for a new pool (a Prometheus restart may make it late).
+    for days, names in _by_value(hosts, lambda h: h.monitoring.scrub_max_age_days):
+        end = _selector("dbzfs_zpool_scrub_end_timestamp_seconds", "node", names)
+        scrubbing = _selector("dbzfs_zpool_scrub_in_progress", "node", names)
+        running = f"unless on(instance, pool) {scrubbing} == 1"
+        age = f"{days}d"
+        too_old = f"({end} > 0 and time() - {end} > {days * 86400})"
+        r.add(group, "ZpoolScrubOverdue", f"{too_old}\n{running}", threshold=age)
+        r.add(group, "ZpoolScrubOverdue", f"{end} == 0\n{running}", age, threshold=age, last_scrub="never")
+
+    for hours, names in _by_value(hosts, lambda h: h.monitoring.snapshot_max_age_hours):
+        newest = _selector("dbzfs_zfs_newest_snapshot_timestamp_seconds", "node", names)
+        r.add(group, "ZfsSnapshotTooOld", f"time() - {newest} > {hours * 3600}", threshold=f"{hours}h")
+
+    # The collector, one of three ways (one alert per host, its `problem` label says which): its
+    # last run failed (it writes success 0 and keeps the last success's time); it has not run for
+    # a while (node_exporter serves the last file written, with success 1); or there is no file
+    # at all on a host whose node_exporter answers.
+    for interval, names in _by_value(hosts, lambda h: h.monitoring.zfs_metrics_interval):
+        last = _selector("dbzfs_zfs_metrics_last_success_timestamp_seconds", "node", names)
+        success = _selector("dbzfs_zfs_metrics_success", "node", names)
+        up = _selector("up", "node", names)
+        too_old = f"time() - {last} > {COLLECTOR_STALE_INTERVALS * interval}"
+        clauses = [
+            _with_label(f"{success} == 0", "problem", "failing"),
+            _with_label(f"{too_old} unless on(instance) {success} == 0", "problem", "stale"),
+            _with_label(f"{up} == 1 unless on(instance) {success}", "problem", "missing"),
+        ]
+        stale = f"{COLLECTOR_STALE_INTERVALS * interval}s"
+        r.add(group, "ZfsMetricsCollectorFailing", _or(clauses), threshold=stale)
+
+    mariadb = [h for h in hosts if h.engine == "mariadb"]
+    for ratio, names in _by_value(mariadb, lambda h: h.monitoring.arc_metadata_hit_ratio_alert):
+        sel = {"engine": "mariadb"} if names is None else {}
+        hits, misses = (
+            f"rate({_selector(f'node_zfs_arc_demand_metadata_{kind}', 'node', names, **sel)}[{ARC_WINDOW}])"
+            for kind in ("hits", "misses")
+        )
+        r.add(
+            group,
+            "ArcMetadataHitRatioLow",
+            f"{hits} / ({hits} + {misses}) < {_num(ratio)}\n"
+            f"and {hits} + {misses} > {ARC_MIN_ACCESSES_PER_SECOND}",
+            threshold=_num(ratio),
+        )
+
+
+def _replication(r: _Rules, hosts: list[HostConfig]) -> None:
+    group = "dbzfs-replication"
+    replicas = [h for h in hosts if h.engine == "mariadb" and h.role == "replica"]
+    if replicas:
+        names = [h.name for h in replicas]
+        io = _selector("mysql_slave_status_slave_io_running", "mysqld", names)
+        sql = _selector("mysql_slave_status_slave_sql_running", "mysqld", names)
+        unset = f"{_selector('mysql_up', 'mysqld', names)} == 1 unless on(instance) {sql}"
+        clauses = [
+            _with_label(f"{io} == 0", "thread", "io"),
+            _with_label(f"{sql} == 0", "thread", "sql"),
+            _with_label(unset, "thread", "none"),
+        ]
+        r.add(group, "MariaDBReplicationStopped", _or(clauses))
+    for seconds, names in _by_value(replicas, lambda h: h.monitoring.replica_lag_alert_seconds):
+        lag = _selector("mysql_slave_status_seconds_behind_master", "mysqld", names)
+        r.add(group, "MariaDBReplicaLagging", f"{lag} > {_num(seconds)}", threshold=f"{seconds}s")
+
+    standbys = [h for h in hosts if h.engine == "postgresql" and h.role == "replica" and h.primary]
+    if standbys:
+        clauses = []
+        for s in standbys:
+            streaming = _selector(
+                "pg_stat_replication_pg_current_wal_lsn_bytes",
+                "postgres",
+                [s.primary],
+                application_name=s.name,
+                state="streaming",
+            )
+            up = _selector("pg_up", "postgres", [s.primary])
+            clauses.append(_with_label(f"{up} == 1 unless on(instance) {streaming}", "standby", s.name))
+        r.add(group, "PostgresStandbyNotStreaming", _or(clauses))
+    postgres = [h for h in hosts if h.engine == "postgresql"]
+    for size, names in _by_value(postgres, lambda h: h.monitoring.replication_slot_alert_bytes):
+        held = _selector("pg_replication_slots_pg_wal_lsn_diff", "postgres", names)
+        r.add(group, "PostgresReplicationSlotWALHigh", f"{held} > {_num(size)}", threshold=f"{size} bytes")
+
+
+def rules(hosts: list[HostConfig], monitoring: HostConfig) -> dict:
+    """The rule file (groups of alerting rules) for `hosts`, the inventory's database hosts, on
+    the Prometheus host `monitoring` (whose alert_for sets the rules' `for:`)."""
+    hosts = [h for h in hosts if h.engine in JOBS]
+    r = _Rules(dict(monitoring.monitoring.alert_for))
+    _targets(r, hosts, monitoring)
+    if hosts:
+        _zfs(r, hosts)
+        _replication(r, hosts)
+    return {"groups": [{"name": name, "rules": group} for name, group in r.groups.items()]}
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def rules_yaml(hosts: list[HostConfig], monitoring: HostConfig) -> str:
+    header = (
+        f"# Managed by dbzfs (roles/monitoring_rules.py) on {monitoring.name}: the alert rules for "
+        "the inventory's database hosts.\n"
+    )
+    body = yaml.dump(rules(hosts, monitoring), Dumper=_Dumper, sort_keys=False, width=1_000_000)
+    return header + body
