@@ -137,3 +137,27 @@ db_client_networks = []
 # [{"name": "app", "password_secret": "app_password", "privileges": "...", "database": "app"}]
 databases = []
 db_users = []
+
+# --- Monitoring ---------------------------------------------------------------------------------
+
+# Every database host runs node_exporter (with the ZFS textfile collector) and its engine's
+# exporter; they listen on the host's replication_address only. A host of the inventory's
+# `monitoring` group runs Prometheus, which scrapes every database host and loads the alert rules.
+prometheus_server = False  # group_data/monitoring.py sets it for the `monitoring` group's hosts
+node_exporter_port = 9100
+mysqld_exporter_port = 9104
+postgres_exporter_port = 9187
+prometheus_port = 9090
+prometheus_scrape_interval = "15s"  # also the rule evaluation interval
+prometheus_retention = "15d"
+zfs_metrics_interval = 60  # seconds between two runs of the ZFS textfile collector
+
+# Alert thresholds (the pool capacity alert uses zfs_capacity_threshold above).
+replica_lag_alert_seconds = 300  # MariaDB replica behind its primary
+replication_slot_alert_bytes = 10 * 1024**3  # WAL a PostgreSQL replication slot holds back
+arc_metadata_hit_ratio_alert = 0.9  # MariaDB hosts: ARC demand metadata hit ratio below this
+scrub_max_age_days = 35  # the scrub runs monthly
+snapshot_max_age_hours = 26  # newest snapshot of a dataset that has snapshots
+# How long a condition must hold before its alert fires, per alert name (Prometheus durations,
+# e.g. "10m"), over each alert's default in roles/monitoring_rules.py.
+alert_for = {}

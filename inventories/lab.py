@@ -2,7 +2,8 @@
 
 Connection data points at the qemu lab (`python -m lab up`): ssh on 127.0.0.1:<ssh_port> as root
 with the lab's own key (.lab/id_ed25519). Importable without the lab running. Groups: `mariadb`
-and `postgresql`, as in inventories/prod.py.
+and `postgresql`, as in inventories/prod.py, and `monitoring` (the VMs whose lab.yaml entry lists
+it: Prometheus runs there).
 """
 
 import sys
@@ -24,9 +25,38 @@ def _host(vm: VM) -> tuple[str, dict]:
         "ssh_strict_host_key_checking": "off",
         "ssh_known_hosts_file": "/dev/null",
         **vm.host_data,
+        **LAB_DATA,
     }
+
+
+# The lab's own settings over group_data/all.py: alerts fire within seconds of a fault (the e2e
+# tests inject faults and wait for them), and the ZFS metrics are refreshed as often.
+LAB_DATA = {
+    "prometheus_scrape_interval": "5s",
+    "zfs_metrics_interval": 10,
+    "alert_for": {
+        "TargetDown": "30s",
+        "TargetMissing": "30s",
+        "DatabaseDown": "10s",
+        "ZpoolNotOnline": "10s",
+        "ZpoolCapacityHigh": "10s",
+        "ZpoolDeviceErrors": "10s",
+        "ZpoolDataErrors": "10s",
+        "ZpoolSpareInUse": "10s",
+        "ZpoolScrubFoundErrors": "10s",
+        "ZpoolScrubOverdue": "10s",
+        "ArcMetadataHitRatioLow": "10s",
+        "MariaDBReplicationStopped": "10s",
+        "MariaDBReplicaLagging": "10s",
+        "PostgresStandbyNotStreaming": "10s",
+        "PostgresReplicationSlotWALHigh": "10s",
+        "ZfsSnapshotTooOld": "10s",
+        "ZfsMetricsCollectorFailing": "30s",
+    },
+}
 
 
 _lab = load()
 mariadb = [_host(vm) for vm in _lab.vms.values() if vm.engine == "mariadb"]
 postgresql = [_host(vm) for vm in _lab.vms.values() if vm.engine == "postgresql"]
+monitoring = [vm.name for vm in _lab.vms.values() if "monitoring" in vm.groups]

@@ -77,3 +77,8 @@ postgresql = [
     postgresql_host("pg02", "replica", "10.30.0.12"),
     postgresql_host("pg03", "replica", "10.30.0.13"),
 ]
+
+# Prometheus and the alert rules (roles/monitoring.py; group_data/monitoring.py applies to this
+# group): on a replica, which takes no application writes. It scrapes every host above on its
+# replication address, so both networks must be routed to it.
+monitoring = ["db03"]

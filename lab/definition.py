@@ -89,6 +89,7 @@ class VM:
     drive_size: int  # bytes
     drive_serial: str  # format with {vm} and {index}
     image: str = "zfs"  # "zfs": the lab image; "bare": Debian 12 without ZFS or kernel headers
+    groups: tuple[str, ...] = ()  # inventory groups beyond the engine's, e.g. ("monitoring",)
 
     @property
     def serials(self) -> list[str]:
@@ -221,10 +222,13 @@ VM_KEYS = (
     "drive_count",
     "drive_size",
     "drive_serial",
+    "groups",
 )
-REQUIRED = tuple(k for k in VM_KEYS if k not in ("primary", "server_id"))  # per engine and role
+# primary and server_id: per engine and role; groups: optional
+REQUIRED = tuple(k for k in VM_KEYS if k not in ("primary", "server_id", "groups"))
 IMAGE_TEXT = ("suite", "mirror", "security_mirror", "size")
 IMAGE_LISTS = ("components", "base_packages", "kernel_packages", "header_packages", "zfs_packages")
+EXTRA_GROUPS = ("monitoring",)  # group_data/<group>.py applies to the VMs listed in it
 MIN_MEMORY = 2048  # MiB: the deploy sizes for >= 2 GiB (roles.validation, hardware)
 MIN_DRIVE = 64 * 1024**2  # ZFS refuses a vdev smaller than 64 MiB (SPA_MINDEVSIZE)
 
@@ -462,6 +466,13 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
         )
     if len({len(x) for x in serials}) != 1 or serial.count("{index") != 1:
         fail("drive_serial", "drive_serial needs one fixed-width {index:0Nd}", 'e.g. "{vm}-nvme{index:02d}"')
+    groups = s.get("groups") or []
+    if not (isinstance(groups, list) and all(g in EXTRA_GROUPS for g in groups)):
+        fail(
+            "groups",
+            "must be a list of inventory groups",
+            f"e.g. [monitoring] (have: {', '.join(EXTRA_GROUPS)})",
+        )
     return VM(
         name=name,
         engine=s["engine"],
@@ -477,4 +488,5 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
         drive_size=drive_size,
         drive_serial=serial,
         image=image,
+        groups=tuple(groups),
     )

@@ -59,6 +59,43 @@ class PoolSpec:
 
 
 @dataclass(frozen=True)
+class MonitoringSpec:
+    """Exporter ports, the Prometheus server's settings and the alert thresholds (group_data)."""
+
+    node_exporter_port: int
+    mysqld_exporter_port: int
+    postgres_exporter_port: int
+    prometheus_port: int
+    scrape_interval: str
+    retention: str
+    zfs_metrics_interval: int
+    replica_lag_alert_seconds: int
+    replication_slot_alert_bytes: int
+    arc_metadata_hit_ratio_alert: float
+    scrub_max_age_days: int
+    snapshot_max_age_hours: int
+    alert_for: dict  # alert name -> Prometheus duration, over the rule's default
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> MonitoringSpec:
+        return cls(
+            node_exporter_port=_get(data, "node_exporter_port"),
+            mysqld_exporter_port=_get(data, "mysqld_exporter_port"),
+            postgres_exporter_port=_get(data, "postgres_exporter_port"),
+            prometheus_port=_get(data, "prometheus_port"),
+            scrape_interval=_get(data, "prometheus_scrape_interval"),
+            retention=_get(data, "prometheus_retention"),
+            zfs_metrics_interval=_get(data, "zfs_metrics_interval"),
+            replica_lag_alert_seconds=_get(data, "replica_lag_alert_seconds"),
+            replication_slot_alert_bytes=_get(data, "replication_slot_alert_bytes"),
+            arc_metadata_hit_ratio_alert=_get(data, "arc_metadata_hit_ratio_alert"),
+            scrub_max_age_days=_get(data, "scrub_max_age_days"),
+            snapshot_max_age_hours=_get(data, "snapshot_max_age_hours"),
+            alert_for=dict(_get(data, "alert_for")),
+        )
+
+
+@dataclass(frozen=True)
 class HostConfig:
     name: str
     engine: str | None
@@ -85,6 +122,8 @@ class HostConfig:
     client_networks: list = field(default_factory=list)
     databases: list = field(default_factory=list)
     db_users: list = field(default_factory=list)
+    monitoring: MonitoringSpec | None = None
+    prometheus_server: bool = False  # in the inventory's `monitoring` group
 
     @classmethod
     def from_data(cls, name: str, data: Mapping[str, Any]) -> HostConfig:
@@ -143,6 +182,8 @@ class HostConfig:
             client_networks=list(_get(data, "db_client_networks")),
             databases=list(_get(data, "databases")),
             db_users=list(_get(data, "db_users")),
+            monitoring=MonitoringSpec.from_data(data),
+            prometheus_server=_get(data, "prometheus_server"),
         )
 
     # --- derived -----------------------------------------------------------------------------

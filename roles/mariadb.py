@@ -17,7 +17,7 @@ import ipaddress
 from pyinfra.api import deploy
 from pyinfra.operations import files, mysql
 
-from roles import engine, render, secrets
+from roles import engine, monitoring, render, secrets
 from roles.hostdata import HostConfig
 from roles.operations import common, mariadb as mariadb_ops, units
 
@@ -76,8 +76,12 @@ def config(cfg: HostConfig, context: dict) -> None:
 
 
 @deploy("MariaDB server")
-def install() -> None:
-    engine.packages("MariaDB server and client from Debian", PACKAGES)
+def install(cfg: HostConfig) -> None:
+    # One apt run for the server and the monitoring packages (their units are in place already).
+    engine.packages(
+        "MariaDB server, client and monitoring from Debian",
+        PACKAGES + monitoring.packages(cfg),
+    )
     common.unit_files_loaded(name="systemd re-reads the unit", unit_name=SERVICE)
     # Most InnoDB settings are not dynamic: a config written after the server started takes a
     # restart (a fresh install started it with the config already in place).
@@ -150,7 +154,10 @@ def server() -> None:
     group = engine.group(cfg)
     context = render.mariadb_context(cfg, engine.sized_for_this_host(cfg))
     config(cfg, context)
-    install()
+    monitoring.before_install(cfg)
+    install(cfg)
     if cfg.role == "primary":
         accounts(cfg, group)
+        monitoring.account(cfg)
     replica(cfg, group)
+    monitoring.running(cfg)

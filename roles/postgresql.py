@@ -15,7 +15,7 @@ from pyinfra.api import HiddenValue, deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
-from roles import engine, render, secrets
+from roles import engine, monitoring, render, secrets
 from roles.hostdata import HostConfig
 from roles.operations import common, postgresql as pg, units
 
@@ -54,9 +54,11 @@ def install(cfg: HostConfig) -> None:
         CREATECLUSTER_DROPIN,
         name="No default cluster on install",
     )
+    # One apt run for the server and the monitoring packages (their units are in place already).
     engine.packages(
-        f"PostgreSQL {VERSION}",
-        ["postgresql-common", f"postgresql-{VERSION}", f"postgresql-client-{VERSION}"],
+        f"PostgreSQL {VERSION} and monitoring",
+        ["postgresql-common", f"postgresql-{VERSION}", f"postgresql-client-{VERSION}"]
+        + monitoring.packages(cfg),
     )
     engine.text_file(dropin_text(cfg), DROPIN, name=f"{UNIT} after the ZFS mounts")
     common.unit_files_loaded(name="systemd re-reads the unit", unit_name=UNIT)
@@ -237,8 +239,12 @@ def server() -> None:
     cfg = engine.host_config()
     group = engine.group(cfg)
     paths = render.postgresql_paths(cfg)
+    monitoring.before_install(cfg)
     install(cfg)
     # Every host passes every step (engine.step): primary first, then standbys, then the check.
     primary(cfg, group, paths)
+    if cfg.role == "primary":
+        monitoring.account(cfg)
     standby(cfg, group, paths)
     replication_check(cfg, group)
+    monitoring.running(cfg)

@@ -18,6 +18,8 @@ TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 PG_VERSION = 15
 PG_CLUSTER = "main"
 REPLICATION_USER = {"mariadb": "replicator", "postgresql": "replicator"}
+# The exporters' Unix account (Debian's prometheus packages create it) and database account.
+MONITORING_USER = "prometheus"
 MARIADB_PORT = 3306
 INNODB_PAGE = 16 * 1024  # innodb_page_size, MariaDB's default (not overridable here)
 PG_PORT = 5432
@@ -165,6 +167,7 @@ def pg_hba_context(cfg: HostConfig, peers: Iterable[HostConfig]) -> dict:
     return {
         "host": cfg.name,
         "replication_user": REPLICATION_USER["postgresql"],
+        "monitoring_user": MONITORING_USER,
         "replication_sources": replication_sources,
         "users": [u for u in cfg.db_users if u.get("name")],
         "client_networks": list(cfg.client_networks),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import ipaddress
+import math
 import re
 import sys
 from collections import defaultdict
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roles import db_settings, render, secrets as secrets_mod, zfs_module_params
+from roles import db_settings, monitoring_rules, render, secrets as secrets_mod, zfs_module_params
 from roles.hostdata import BY_ID, HostConfig, parse_size
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -116,6 +117,8 @@ OUR_PREFIXES = ("zpool_", "zfs_", "db_", "drive", "wipe_")
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 _STR, _INT, _LIST, _MAP = "a string", "an integer", "a list", "a mapping"
+_NUM = "a number"
+_BOOL = "a boolean"
 # What each key of group_data/all.py holds: (type, None allowed, an example). Checked before any
 # rule reads the data: a key of the wrong type gets one message, and every rule that depends on
 # it is skipped. The nested values of lists and mappings are checked by _Checker.type_<key>.
@@ -149,6 +152,20 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
     "db_client_networks": (_LIST, False, '["10.1.0.0/16"]'),
     "databases": (_LIST, False, '[{"name": "app"}]'),
     "db_users": (_LIST, False, '[{"name": "app", "password_secret": "app_password"}]'),
+    "prometheus_server": (_BOOL, False, "True (group_data/monitoring.py sets it)"),
+    "node_exporter_port": (_INT, False, "9100"),
+    "mysqld_exporter_port": (_INT, False, "9104"),
+    "postgres_exporter_port": (_INT, False, "9187"),
+    "prometheus_port": (_INT, False, "9090"),
+    "prometheus_scrape_interval": (_STR, False, '"15s"'),
+    "prometheus_retention": (_STR, False, '"15d"'),
+    "zfs_metrics_interval": (_INT, False, "60 (seconds)"),
+    "replica_lag_alert_seconds": (_INT, False, "300"),
+    "replication_slot_alert_bytes": (_INT, False, "10 * 1024**3"),
+    "arc_metadata_hit_ratio_alert": (_NUM, False, "0.9"),
+    "scrub_max_age_days": (_INT, False, "35"),
+    "snapshot_max_age_hours": (_INT, False, "26"),
+    "alert_for": (_MAP, False, '{"ZpoolNotOnline": "1m"}'),
 }
 # Keys the toolkit reads (group_data/all.py documents each); a misspelt one is an error, not a
 # silent default.
@@ -258,6 +275,10 @@ def _has_kind(value: object, kind: str) -> bool:
         return _is_int(value)
     if kind == _LIST:
         return isinstance(value, (list, tuple))
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _NUM:
+        return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
     return isinstance(value, Mapping)
 
 
@@ -318,9 +339,11 @@ class _Checker:
             self.pool(cfg)
             self.datasets(cfg)
             self.module_params(cfg)
+            self.monitoring(cfg)
             self.database(cfg)
         self.fleet_drives()
         self.clusters()
+        self.scraped()
         return self.problems
 
     # --- types, first --------------------------------------------------------------------------
@@ -1249,6 +1272,78 @@ class _Checker:
     def identified(self, c: HostConfig) -> bool:
         """Engine, role and replication group are right (a wrong one was reported already)."""
         return self.ok(c, "engine", "role", "cluster", "primary") and c.engine in ENGINES and c.role in ROLES
+
+    def monitoring(self, c: HostConfig) -> None:
+        m = c.monitoring
+        ports = {
+            "node_exporter_port": m.node_exporter_port,
+            "mysqld_exporter_port": m.mysqld_exporter_port,
+            "postgres_exporter_port": m.postgres_exporter_port,
+            "prometheus_port": m.prometheus_port,
+        }
+        taken = {3306: "MariaDB", 5432: "PostgreSQL", 22: "SSH"}
+        for key, port in ports.items():
+            if not self.ok(c, key):
+                continue
+            if not 1 <= port <= 65535:
+                self.add(c.name, key, port, "not a TCP port (1..65535)", f"e.g. {KEY_TYPES[key][2]}")
+            elif port in taken:
+                self.add(c.name, key, port, f"{taken[port]}'s port", f"e.g. {KEY_TYPES[key][2]}")
+            else:
+                taken[port] = key
+        for key, value in (
+            ("prometheus_scrape_interval", m.scrape_interval),
+            ("prometheus_retention", m.retention),
+        ):
+            if self.ok(c, key) and not monitoring_rules.valid_duration(value):
+                self.add(c.name, key, value, "not a Prometheus duration", f"e.g. {KEY_TYPES[key][2]}")
+        for key, value, low, high in (
+            ("zfs_metrics_interval", m.zfs_metrics_interval, 5, 3600),
+            ("replica_lag_alert_seconds", m.replica_lag_alert_seconds, 1, None),
+            ("replication_slot_alert_bytes", m.replication_slot_alert_bytes, 1, None),
+            ("scrub_max_age_days", m.scrub_max_age_days, 1, None),
+            ("snapshot_max_age_hours", m.snapshot_max_age_hours, 1, None),
+        ):
+            if self.ok(c, key) and (value < low or (high is not None and value > high)):
+                where = f"{low}..{high}" if high is not None else f"at least {low}"
+                self.add(c.name, key, value, f"out of range ({where})", f"e.g. {KEY_TYPES[key][2]}")
+        ratio = m.arc_metadata_hit_ratio_alert
+        if self.ok(c, "arc_metadata_hit_ratio_alert") and not 0 < ratio < 1:
+            self.add(
+                c.name, "arc_metadata_hit_ratio_alert", ratio, "must be a ratio between 0 and 1", "e.g. 0.9"
+            )
+        if self.ok(c, "alert_for") and m.alert_for:
+            names = monitoring_rules.alert_names()
+            for name, duration in m.alert_for.items():
+                if name not in names:
+                    hint = _close(str(name), names)
+                    self.add(
+                        c.name,
+                        f"alert_for.{name}",
+                        duration,
+                        "no such alert",
+                        f"did you mean {hint}?" if hint else f"one of {names}",
+                    )
+                elif not isinstance(duration, str) or not monitoring_rules.valid_duration(duration):
+                    self.add(c.name, f"alert_for.{name}", duration, "not a Prometheus duration", 'e.g. "5m"')
+
+    def scraped(self) -> None:
+        """A Prometheus server reaches the other hosts' exporters on their replication address."""
+        servers = [n for n, c in self.cfg.items() if c.prometheus_server is True]
+        if not servers:
+            return
+        for name, c in self.cfg.items():
+            if name in servers and len(servers) == 1:
+                continue
+            if not c.replication_address and self.ok(c, "replication_address"):
+                self.add(
+                    name,
+                    "replication_address",
+                    None,
+                    f"Prometheus on {', '.join(servers)} scrapes this host's exporters, which listen "
+                    "on its replication address only, and it has none",
+                    "set its address on the private network",
+                )
 
     def clusters(self) -> None:
         # Hosts whose identity is wrong were reported already: left out here, so that one

@@ -214,7 +214,7 @@ class PostgresqlRoles(FactBase):
     .. code:: python
 
         {"replicator": {"login": True, "replication": True, "superuser": False,
-                        "scram": "4096:VsAm...", "verifier_sha256": "9f2c..."}}
+                        "scram": "4096:VsAm...", "verifier_sha256": "9f2c...", "member_of": []}}
     """
 
     @override
@@ -223,8 +223,10 @@ class PostgresqlRoles(FactBase):
             "SELECT rolname, rolcanlogin, rolreplication, rolsuper,"
             " CASE WHEN rolpassword LIKE 'SCRAM-SHA-256$%'"
             " THEN split_part(split_part(rolpassword, '$', 2), '$', 1) ELSE '' END,"
-            " coalesce(encode(sha256(convert_to(rolpassword, 'UTF8')), 'hex'), '')"
-            " FROM pg_authid WHERE rolname !~ '^pg_' ORDER BY rolname"
+            " coalesce(encode(sha256(convert_to(rolpassword, 'UTF8')), 'hex'), ''),"
+            " array_to_string(ARRAY(SELECT g.rolname FROM pg_auth_members m"
+            " JOIN pg_authid g ON g.oid = m.roleid WHERE m.member = a.oid ORDER BY 1), ',')"
+            " FROM pg_authid a WHERE rolname !~ '^pg_' ORDER BY rolname"
         )
 
     @override
@@ -239,8 +241,9 @@ class PostgresqlRoles(FactBase):
                 "superuser": _bool(su),
                 "scram": scram,
                 "verifier_sha256": digest,
+                "member_of": sorted(filter(None, member_of.split(","))),
             }
-            for name, login, repl, su, scram, digest in rows
+            for name, login, repl, su, scram, digest, member_of in rows
         }
 
 

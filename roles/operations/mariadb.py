@@ -182,6 +182,23 @@ def user(
 
 
 @operation()
+def socket_user(user: str, user_host: str = "localhost") -> Generator[StringCommand, None, None]:
+    """
+    An account identified by the Unix user of the process that connects through the server's
+    socket (unix_socket): no password exists for it. An account of that name with a password
+    is switched to unix_socket.
+    """
+    current = (host.get_fact(MariadbUsers) or {}).get((user, user_host))
+    if current and current["plugin"] == "unix_socket":
+        host.noop(f"mariadb user {user}@{user_host} is identified by its Unix user")
+        return
+    who = account(user, user_host)
+    yield run_sql(f"CREATE USER IF NOT EXISTS {who} IDENTIFIED VIA unix_socket")
+    if current:
+        yield run_sql(f"ALTER USER {who} IDENTIFIED VIA unix_socket")
+
+
+@operation()
 def grants(
     user: str, user_host: str, privileges: str | Iterable[str], database: str = "*"
 ) -> Generator[StringCommand, None, None]:

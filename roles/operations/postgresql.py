@@ -113,6 +113,13 @@ def _psql_script(sql: str, name: str) -> list[StringCommand | FileUploadCommand]
     return commands
 
 
+def psql_command(sql: str) -> StringCommand:
+    """One statement (no secret in it: it is logged) run by psql as postgres."""
+    return StringCommand(
+        "runuser -u postgres -- psql -X -q -A -t -v ON_ERROR_STOP=1 -d postgres -c", QuoteString(sql)
+    )
+
+
 # --- cluster and configuration ----------------------------------------------------------------
 
 
@@ -252,6 +259,32 @@ def login_role(
 
 
 @operation()
+def monitoring_role(role_name: str, member_of: str = "pg_monitor") -> Generator[StringCommand, None, None]:
+    """
+    A LOGIN role without a password (it logs in through the local socket with peer
+    authentication, as the Unix user of the same name), never SUPERUSER or REPLICATION, member of
+    `member_of` (pg_monitor: read the statistics views and settings, nothing else).
+    """
+    roles = host.get_fact(PostgresqlRoles)
+    if roles is None:
+        raise OperationError("PostgreSQL is not running: cannot manage roles")
+    current = roles.get(role_name)
+    who = quote_ident(role_name)
+    attrs = "LOGIN NOSUPERUSER NOREPLICATION PASSWORD NULL"
+    statements = []
+    if current is None:
+        statements.append(f"CREATE ROLE {who} WITH {attrs}")
+    elif not current["login"] or current["superuser"] or current["replication"] or current["scram"]:
+        statements.append(f"ALTER ROLE {who} WITH {attrs}")
+    if current is None or member_of not in current["member_of"]:
+        statements.append(f"GRANT {quote_ident(member_of)} TO {who}")
+    if not statements:
+        host.noop(f"role {role_name} logs in without a password, member of {member_of}")
+    for sql in statements:
+        yield psql_command(sql)
+
+
+@operation()
 def database(
     database_name: str, owner: str | None = None, connect: Collection[str] = ()
 ) -> Generator[StringCommand, None, None]:
@@ -300,10 +333,7 @@ def replication_slot(slot: str) -> Generator[StringCommand, None, None]:
             raise OperationError(f"slot {slot} exists but is {slots[slot]['type']}")
         host.noop(f"physical replication slot {slot} exists")
         return
-    yield StringCommand(
-        "runuser -u postgres -- psql -X -q -A -t -v ON_ERROR_STOP=1 -d postgres -c",
-        QuoteString(f"SELECT pg_create_physical_replication_slot({quote_literal(slot)}, true)"),
-    )
+    yield psql_command(f"SELECT pg_create_physical_replication_slot({quote_literal(slot)}, true)")
 
 
 # --- standbys ---------------------------------------------------------------------------------

@@ -73,6 +73,7 @@ MODULE_ORDER = [
     "test_zfs_role.py",
     "test_mariadb_role.py",
     "test_postgresql_role.py",
+    "test_monitoring.py",
     "test_deployed_files.py",
     "test_config_check.py",
     "test_idempotence.py",

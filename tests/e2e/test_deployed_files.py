@@ -1,12 +1,13 @@
 """What is deployed is what is tested: every file a lab host got from templates/ (and the systemd
-drop-ins) is byte for byte what roles/render.py renders offline for that host, the code path the
+drop-ins and units, the ZFS metrics collector, Prometheus' config and alert rules) is byte for
+byte what roles/render.py and roles/monitoring.py render offline for that host, the code path the
 unit tests check with the real servers."""
 
 import base64
 
 import pytest
 
-from roles import mariadb, postgresql, render
+from roles import mariadb, monitoring, monitoring_rules, postgresql, render
 from roles.hostdata import HostConfig
 from roles.validation import load_inventory_isolated
 
@@ -33,6 +34,12 @@ def offline_files(inventory) -> dict[str, dict[str, str]]:
             files[mariadb.DROP_IN] = mariadb.systemd_drop_in(cfg)
         else:
             files[postgresql.DROPIN] = postgresql.dropin_text(cfg)
+        files.update(monitoring.units_text(cfg))
+        files[monitoring.COLLECTOR] = monitoring.COLLECTOR_SOURCE.read_text()
+        if cfg.prometheus_server:
+            hosts = list(configs.values())
+            files[monitoring.PROMETHEUS_RULES] = monitoring_rules.rules_yaml(hosts, cfg)
+            files[monitoring.PROMETHEUS_CONFIG] = monitoring.prometheus_config(cfg, hosts)
         result[name] = files
     return result
 

@@ -35,17 +35,23 @@ def cfg(host, request) -> HostConfig:
 
 def pytest_collection_modifyitems(config, items):
     """A module that sets `engine = "mariadb"` (or "postgresql") checks only the hosts whose
-    inventory data has that engine: its tests for other hosts are deselected (reported as
-    deselected, never skipped), so `pytest tests/infra --hosts=<every host>` stays green."""
+    inventory data has that engine, one that sets `only_where = "<key>"` only the hosts whose data
+    sets that key true: its tests for other hosts are deselected (reported as deselected, never
+    skipped), so `pytest tests/infra --hosts=<every host>` stays green."""
     keep, drop = [], []
     for item in items:
-        engine = getattr(getattr(item, "module", None), "engine", None)
+        module = getattr(item, "module", None)
+        engine = getattr(module, "engine", None)
+        only_where = getattr(module, "only_where", None)
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if engine and "_testinfra_host" in params:
+        if (engine or only_where) and "_testinfra_host" in params:
             hosts = _inventory(config.getoption("--inventory"))
             name = params["_testinfra_host"].backend.get_hostname()
             data = next((d for n, d in hosts.items() if name in (n, d.get("ssh_hostname"))), None)
-            if data is not None and data.get("engine") != engine:  # unknown hosts fail in `cfg`
+            # unknown hosts fail in `cfg`
+            if data is not None and (
+                (engine and data.get("engine") != engine) or (only_where and not data.get(only_where))
+            ):
                 drop.append(item)
                 continue
         keep.append(item)

@@ -102,7 +102,7 @@ CASES = {
         vm("db1", memroy=8192),
         "db1: memroy = 8192: unknown key. Fix: use only "
         "engine, role, primary, server_id, ssh_port, private_address, memory, "
-        "vcpus, drive_count, drive_size, drive_serial",
+        "vcpus, drive_count, drive_size, drive_serial, groups",
     ),
     "unknown engine": (
         vm("db1", engine="mysql"),

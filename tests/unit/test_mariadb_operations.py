@@ -321,3 +321,31 @@ def test_changed_unit_files_are_not_this_steps_business():
     # common.unit_files_loaded, the step before, reloads systemd.
     commands, _, _ = restart(service(reload=True))
     assert commands == []
+
+
+# --- socket_user: the exporter's account, no password --------------------------------------------
+
+
+def test_socket_user_created_identified_via_unix_socket():
+    commands, uploads, _ = run(ops.socket_user, users(), "prometheus", "localhost")
+    assert uploads == {}
+    assert len(commands) == 1
+    assert commands[0] == str(
+        ops.run_sql(
+            "CREATE USER IF NOT EXISTS 'prometheus'@'localhost' IDENTIFIED VIA unix_socket"
+        ).get_raw_value()
+    )
+
+
+def test_socket_user_in_place_is_no_change():
+    live = users({("prometheus", "localhost"): {"plugin": "unix_socket", "credential": "empty"}})
+    commands, _, host = run(ops.socket_user, live, "prometheus", "localhost")
+    assert commands == [] and host.noops
+
+
+def test_socket_user_with_a_password_is_switched_to_unix_socket():
+    live = users({("prometheus", "localhost"): {"plugin": "mysql_native_password", "credential": "ab"}})
+    commands, _, _ = run(ops.socket_user, live, "prometheus", "localhost")
+    assert commands[-1] == str(
+        ops.run_sql("ALTER USER 'prometheus'@'localhost' IDENTIFIED VIA unix_socket").get_raw_value()
+    )

@@ -119,8 +119,9 @@ def test_roles_never_read_the_verifier_itself():
     facts = PostgresqlRoles().process(
         [
             UP,
-            "postgres|t|t|t||",
-            "replicator|t|t|f|4096:VsAmMVPqV+eVYoT3DLp7qA==|" + "ab" * 32,
+            "postgres|t|t|t|||",
+            "replicator|t|t|f|4096:VsAmMVPqV+eVYoT3DLp7qA==|" + "ab" * 32 + "|",
+            "prometheus|t|f|f|||pg_monitor,pg_read_all_stats",
         ]
     )
     assert facts["replicator"] == {
@@ -129,8 +130,10 @@ def test_roles_never_read_the_verifier_itself():
         "superuser": False,
         "scram": "4096:VsAmMVPqV+eVYoT3DLp7qA==",
         "verifier_sha256": "ab" * 32,
+        "member_of": [],
     }
     assert facts["postgres"]["superuser"] and facts["postgres"]["scram"] == ""
+    assert facts["prometheus"]["member_of"] == ["pg_monitor", "pg_read_all_stats"]
 
 
 def test_databases_with_grants():

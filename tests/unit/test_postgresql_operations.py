@@ -169,6 +169,7 @@ def role(password, replication=True, login=True, superuser=False):
         "superuser": superuser,
         "scram": verifier.split("$")[1],
         "verifier_sha256": hashlib.sha256(verifier.encode()).hexdigest(),
+        "member_of": [],
     }
 
 
@@ -407,3 +408,34 @@ def test_primary_quiet_when_every_standby_streams(caplog):
     with caplog.at_level(logging.WARNING):
         commands, host = run_operation(pg.replication_health, {PostgresqlReplicationSlots: slots}, ["pg2"])
     assert commands == [] and caplog.text == ""
+
+
+# --- the exporter's role: no password, pg_monitor only ----------------------------------------
+
+
+def monitoring_commands(live):
+    commands, _, _ = commands_and_objects(pg.monitoring_role, {PostgresqlRoles: live}, "prometheus")
+    return [c for c in commands if isinstance(c, str)]
+
+
+def test_monitoring_role_is_created_without_a_password_and_given_pg_monitor():
+    commands = monitoring_commands({})
+    assert len(commands) == 2
+    assert 'CREATE ROLE "prometheus" WITH LOGIN NOSUPERUSER NOREPLICATION PASSWORD NULL' in commands[0]
+    assert 'GRANT "pg_monitor" TO "prometheus"' in commands[1]
+
+
+def test_monitoring_role_in_place_is_a_noop():
+    live = {"prometheus": {**role("x", replication=False), "scram": "", "member_of": ["pg_monitor"]}}
+    assert monitoring_commands(live) == []
+
+
+def test_monitoring_role_with_a_password_or_superuser_is_altered():
+    live = {"prometheus": {**role("x", replication=False, superuser=True), "member_of": ["pg_monitor"]}}
+    (command,) = monitoring_commands(live)
+    assert 'ALTER ROLE "prometheus" WITH LOGIN NOSUPERUSER NOREPLICATION PASSWORD NULL' in command
+
+
+def test_monitoring_role_refuses_a_stopped_server():
+    with pytest.raises(OperationError, match="not running"):
+        monitoring_commands(None)

@@ -57,6 +57,10 @@ def kind_ok(kind, value):
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "a list":
         return isinstance(value, (list, tuple))
+    if kind == "a boolean":
+        return isinstance(value, bool)
+    if kind == "a number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
     return isinstance(value, dict)
 
 

@@ -1,0 +1,242 @@
+"""The monitoring role: node_exporter (with the ZFS textfile collector) and the engine's exporter on
+every database host, and Prometheus with the alert rules on the hosts of the inventory's
+`monitoring` group (group_data/monitoring.py sets `prometheus_server` for them).
+
+The exporters come from Debian. Their command lines are ours, in a systemd drop-in written before
+the package is installed, so the first start already listens on the host's replication address
+only (never on every interface) and reads no /etc/default file. They log in to the database
+without a password: the `prometheus` system account the packages create is a database account
+identified by its Unix user (MariaDB unix_socket, PostgreSQL peer), with only the monitoring
+privileges, so there is no monitoring password to store, rotate or leak.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyinfra import inventory
+from pyinfra.api import deploy
+
+from roles import engine, monitoring_rules, render
+from roles.hostdata import HostConfig
+from roles.operations import common, mariadb as mariadb_ops, postgresql as pg_ops, units
+
+NODE_EXPORTER = "prometheus-node-exporter"
+ENGINE_EXPORTER = {"mariadb": "prometheus-mysqld-exporter", "postgresql": "prometheus-postgres-exporter"}
+PROMETHEUS = "prometheus"
+# The system account Debian's exporter packages run as; also its database account.
+ACCOUNT = render.MONITORING_USER
+# MariaDB: what mysqld_exporter's default collectors read (status, variables, replica status,
+# information_schema InnoDB tables), nothing more.
+MARIADB_PRIVILEGES = "PROCESS,BINLOG MONITOR,SLAVE MONITOR"
+MARIADB_SOCKET = "/run/mysqld/mysqld.sock"
+PG_SOCKET_DIR = "/run/postgresql"
+
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+COLLECTOR_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "zfs_metrics.py"
+COLLECTOR = "/usr/local/lib/dbzfs/zfs_metrics.py"
+COLLECTOR_UNIT = "dbzfs-zfs-metrics"
+PROMETHEUS_CONFIG = "/etc/prometheus/dbzfs.yml"
+PROMETHEUS_RULES = "/etc/prometheus/dbzfs-alerts.yml"
+PROMETHEUS_DATA = "/var/lib/prometheus/metrics2"
+PROMTOOL = "/usr/bin/promtool"
+
+
+def drop_in_path(package: str) -> str:
+    return f"/etc/systemd/system/{package}.service.d/dbzfs.conf"
+
+
+def listen_address(cfg: HostConfig) -> str:
+    """Where this host's exporters and Prometheus listen: its replication (management) address,
+    or loopback when it has none (nothing outside the host can scrape it then)."""
+    return cfg.replication_address or "127.0.0.1"
+
+
+def packages(cfg: HostConfig) -> list[str]:
+    """Debian packages this host's monitoring needs, installed with the engine's in one apt run."""
+    names = [NODE_EXPORTER, ENGINE_EXPORTER[cfg.engine]]
+    return [*names, PROMETHEUS] if cfg.prometheus_server else names
+
+
+def units_text(cfg: HostConfig) -> dict[str, str]:
+    """path -> text of every systemd file the role writes on this host."""
+    m = cfg.monitoring
+    address = listen_address(cfg)
+    why = "listen on the replication address only; the command line is ours, not /etc/default's"
+    files = {
+        drop_in_path(NODE_EXPORTER): render.render(
+            "exporter-drop-in.conf.j2",
+            {
+                "why": why,
+                "after": [],
+                "environment": {},
+                "command": [
+                    f"/usr/bin/{NODE_EXPORTER}",
+                    f"--web.listen-address={address}:{m.node_exporter_port}",
+                    f"--collector.textfile.directory={TEXTFILE_DIR}",
+                ],
+            },
+        ),
+    }
+    if cfg.engine == "mariadb":
+        exporter = {
+            "after": ["mariadb.service"],
+            "environment": {"DATA_SOURCE_NAME": f"{ACCOUNT}@unix({MARIADB_SOCKET})/"},
+            "port": m.mysqld_exporter_port,
+        }
+    else:
+        exporter = {
+            "after": [f"postgresql@{render.PG_VERSION}-{render.PG_CLUSTER}.service"],
+            "environment": {
+                "DATA_SOURCE_NAME": f"user={ACCOUNT} host={PG_SOCKET_DIR} dbname=postgres sslmode=disable"
+            },
+            "port": m.postgres_exporter_port,
+        }
+    package = ENGINE_EXPORTER[cfg.engine]
+    files[drop_in_path(package)] = render.render(
+        "exporter-drop-in.conf.j2",
+        {
+            "why": why + "; it logs in as the prometheus Unix user, without a password",
+            "after": exporter["after"],
+            "environment": exporter["environment"],
+            "command": [f"/usr/bin/{package}", f"--web.listen-address={address}:{exporter['port']}"],
+        },
+    )
+    files[f"/etc/systemd/system/{COLLECTOR_UNIT}.service"] = render.render(
+        "zfs-metrics.service.j2",
+        {"collector": COLLECTOR, "output": f"{TEXTFILE_DIR}/dbzfs_zfs.prom"},
+    )
+    files[f"/etc/systemd/system/{COLLECTOR_UNIT}.timer"] = render.render(
+        "zfs-metrics.timer.j2", {"interval": m.zfs_metrics_interval}
+    )
+    if cfg.prometheus_server:
+        files[drop_in_path(PROMETHEUS)] = render.render(
+            "exporter-drop-in.conf.j2",
+            {
+                "why": "our config and rules, listening on the replication address only",
+                "after": [],
+                "environment": {},
+                "command": [
+                    f"/usr/bin/{PROMETHEUS}",
+                    f"--config.file={PROMETHEUS_CONFIG}",
+                    f"--storage.tsdb.path={PROMETHEUS_DATA}",
+                    f"--storage.tsdb.retention.time={m.retention}",
+                    f"--web.listen-address={address}:{m.prometheus_port}",
+                ],
+            },
+        )
+    return files
+
+
+def scrape_targets(hosts: list[HostConfig]) -> list[dict]:
+    """One scrape job per exporter: each database host's address and the labels the alert rules
+    select on (instance is the inventory name)."""
+    jobs = {"node": [], "mysqld": [], "postgres": []}
+    for h in hosts:
+        labels = {"instance": h.name, "engine": h.engine, "cluster": h.cluster}
+        address = listen_address(h)
+        jobs["node"].append({"address": f"{address}:{h.monitoring.node_exporter_port}", "labels": labels})
+        if h.engine == "mariadb":
+            jobs["mysqld"].append(
+                {"address": f"{address}:{h.monitoring.mysqld_exporter_port}", "labels": labels}
+            )
+        else:
+            jobs["postgres"].append(
+                {"address": f"{address}:{h.monitoring.postgres_exporter_port}", "labels": labels}
+            )
+    return [{"name": name, "targets": targets} for name, targets in jobs.items() if targets]
+
+
+def prometheus_config(cfg: HostConfig, hosts: list[HostConfig]) -> str:
+    address = f"{listen_address(cfg)}:{cfg.monitoring.prometheus_port}"
+    jobs = [
+        {"name": "prometheus", "targets": [{"address": address, "labels": {"instance": cfg.name}}]},
+        *scrape_targets(hosts),
+    ]
+    return render.render(
+        "prometheus.yml.j2",
+        {
+            "host": cfg.name,
+            "interval": cfg.monitoring.scrape_interval,
+            "rules": PROMETHEUS_RULES,
+            "jobs": jobs,
+        },
+    )
+
+
+def database_hosts() -> list[HostConfig]:
+    """Every database host of the inventory, whatever --limit selects: Prometheus scrapes them all."""
+    configs = [HostConfig.from_data(h.name, h.data) for h in inventory]
+    return [c for c in configs if c.engine in ENGINE_EXPORTER]
+
+
+@deploy("Monitoring units")
+def before_install(cfg: HostConfig) -> None:
+    """The exporters' (and Prometheus') drop-ins and files, before their packages start them."""
+    for path, text in units_text(cfg).items():
+        engine.text_file(text, path, name=path)
+    common.config_file(
+        name=f"{COLLECTOR}: the ZFS textfile collector",
+        path=COLLECTOR,
+        content=COLLECTOR_SOURCE.read_text(),
+        mode="755",
+    )
+    if cfg.prometheus_server:
+        hosts = database_hosts()
+        # Checked by the host's own promtool once Prometheus is installed; the rules first, since
+        # the config's check reads the rule files it names.
+        common.config_file(
+            name=f"{PROMETHEUS_RULES}: alert rules",
+            path=PROMETHEUS_RULES,
+            content=monitoring_rules.rules_yaml(hosts, cfg),
+            check=PROMTOOL + " check rules {path}",
+            checker=PROMTOOL,
+        )
+        common.config_file(
+            name=f"{PROMETHEUS_CONFIG}: scrape targets",
+            path=PROMETHEUS_CONFIG,
+            content=prometheus_config(cfg, hosts),
+            check=PROMTOOL + " check config {path}",
+            checker=PROMTOOL,
+        )
+
+
+@deploy("Monitoring accounts")
+def account(cfg: HostConfig) -> None:
+    """The exporter's database account, on the primary (it replicates to the replicas)."""
+    if cfg.engine == "mariadb":
+        mariadb_ops.socket_user(
+            name=f"{ACCOUNT}@localhost (unix_socket)", user=ACCOUNT, user_host="localhost"
+        )
+        mariadb_ops.grants(
+            name=f"Privileges of {ACCOUNT}@localhost",
+            user=ACCOUNT,
+            user_host="localhost",
+            privileges=MARIADB_PRIVILEGES,
+        )
+    else:
+        pg_ops.monitoring_role(name=f"Role {ACCOUNT} (pg_monitor, peer)", role_name=ACCOUNT)
+
+
+@deploy("Monitoring running")
+def running(cfg: HostConfig) -> None:
+    services = [NODE_EXPORTER, ENGINE_EXPORTER[cfg.engine]] + ([PROMETHEUS] if cfg.prometheus_server else [])
+    files = units_text(cfg)
+    for package in services:
+        unit = f"{package}.service"
+        watched = [drop_in_path(package)]
+        if package == PROMETHEUS:
+            watched += [PROMETHEUS_CONFIG, PROMETHEUS_RULES]
+        common.unit_files_loaded(name=f"systemd re-reads {unit}", unit_name=unit)
+        mariadb_ops.runs_current_config(
+            name=f"{unit} runs its current config", service=unit, config_paths=watched
+        )
+        units.service(name=f"{unit} running and enabled", unit=unit, running=True, enabled=True)
+    timer = f"{COLLECTOR_UNIT}.timer"
+    common.unit_files_loaded(name=f"systemd re-reads {timer}", unit_name=timer)
+    mariadb_ops.runs_current_config(
+        name=f"{timer} runs its current schedule",
+        service=timer,
+        config_paths=[p for p in files if p.endswith(".timer")],
+    )
+    units.service(name=f"{timer} running and enabled", unit=timer, running=True, enabled=True)

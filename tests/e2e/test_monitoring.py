@@ -1,0 +1,93 @@
+"""Monitoring on the converged lab: the testinfra checks of every exporter and of Prometheus (db2,
+the lab's `monitoring` group), then faults injected for real and the matching alerts reaching
+firing in Prometheus, then clearing after the repair: a drive taken offline on pg1 (the pool
+DEGRADED) and db2's replication stopped. The lab's data sets short `for:` durations
+(inventories/lab.py), not the rules. Leaves the pool ONLINE and replication running."""
+
+import json
+import re
+import time
+import urllib.parse
+
+import pytest
+
+from tests.e2e.test_mariadb_role import wait_for
+
+pytestmark = pytest.mark.e2e
+
+PROMETHEUS = "db2"  # lab/lab.yaml: groups: [monitoring]
+FIRING_DEADLINE = 180  # seconds from the fault to a firing alert (scrape, rule evaluation, TCG)
+CLEAR_DEADLINE = 180
+# Fault -> firing, per scenario, for the closing report.
+MEASURED: dict[str, float] = {}
+
+
+def alerts(lab):
+    """Alert name -> {instance: state} as Prometheus reports them now."""
+    vm = lab.vms[PROMETHEUS]
+    url = f"http://{vm.private_address}:9090/api/v1/alerts"
+    script = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read().decode())"
+    data = json.loads(lab.check(PROMETHEUS, f"python3 -c {script!r}"))
+    found: dict[str, dict[str, str]] = {}
+    for alert in data["data"]["alerts"]:
+        labels = alert["labels"]
+        found.setdefault(labels["alertname"], {})[labels.get("instance", "")] = alert["state"]
+    return found
+
+
+def query(lab, promql):
+    vm = lab.vms[PROMETHEUS]
+    url = f"http://{vm.private_address}:9090/api/v1/query?query={urllib.parse.quote(promql)}"
+    script = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read().decode())"
+    return json.loads(lab.check(PROMETHEUS, f"python3 -c {script!r}"))["data"]["result"]
+
+
+def firing(lab, alert, instance):
+    return alerts(lab).get(alert, {}).get(instance) == "firing"
+
+
+def test_monitoring_checks_pass_on_every_host(converged):
+    result = converged.testinfra("tests/infra/test_monitoring.py", "tests/infra/test_prometheus.py")
+    assert result.ok, result.stdout[-6000:] + result.stderr[-2000:]
+    assert re.search(r"\b\d+ passed\b", result.stdout), result.stdout[-3000:]
+    assert " failed" not in result.stdout and " skipped" not in result.stdout
+
+
+def test_the_pools_report_online_and_nothing_fires(converged):
+    online = {r["metric"]["instance"]: r["value"][1] for r in query(converged, "dbzfs_zpool_online")}
+    assert online == dict.fromkeys(converged.names, "1")
+    assert {name: states for name, states in alerts(converged).items() if "firing" in states.values()} == {}
+
+
+def test_a_drive_taken_offline_fires_the_pool_alert_and_clears_after_repair(converged):
+    pool = converged.check("pg1", "zpool list -H -o name").strip()
+    drive = converged.vms["pg1"].drive_ids[0].rsplit("/", 1)[-1]
+    converged.check("pg1", f"zpool offline {pool} {drive}")
+    t0 = time.monotonic()
+    try:
+        took = wait_for(lambda: firing(converged, "ZpoolNotOnline", "pg1"), FIRING_DEADLINE, interval=2)
+        assert took is not None, f"ZpoolNotOnline not firing for pg1 {FIRING_DEADLINE} s after the fault"
+        MEASURED["drive offline -> ZpoolNotOnline firing"] = time.monotonic() - t0
+    finally:
+        converged.check("pg1", f"zpool online {pool} {drive} && zpool wait -t resilver {pool}")
+    cleared = wait_for(lambda: "ZpoolNotOnline" not in alerts(converged), CLEAR_DEADLINE, interval=2)
+    assert cleared is not None, "ZpoolNotOnline still active after the drive came back"
+    assert converged.check("pg1", f"zpool list -H -o health {pool}").strip() == "ONLINE"
+
+
+def test_a_stopped_replica_fires_the_replication_alert_and_clears_after_repair(converged):
+    converged.check("db2", "mariadb -e 'STOP SLAVE'")
+    t0 = time.monotonic()
+    try:
+        took = wait_for(
+            lambda: firing(converged, "MariaDBReplicationStopped", "db2"), FIRING_DEADLINE, interval=2
+        )
+        assert took is not None, f"MariaDBReplicationStopped not firing {FIRING_DEADLINE} s after STOP SLAVE"
+        MEASURED["STOP SLAVE -> MariaDBReplicationStopped firing"] = time.monotonic() - t0
+    finally:
+        converged.check("db2", "mariadb -e 'START SLAVE'")
+    cleared = wait_for(
+        lambda: "MariaDBReplicationStopped" not in alerts(converged), CLEAR_DEADLINE, interval=2
+    )
+    assert cleared is not None, "MariaDBReplicationStopped still active after START SLAVE"
+    print(f"\nfault -> firing alert: {MEASURED}")
