@@ -118,7 +118,8 @@ ALERTS: dict[str, Alert] = {
         "1h",
         "warning",
         "A ZFS pool has not been scrubbed for longer than scrub_max_age_days.",
-        "Check the monthly scrub runs (zfsutils-linux's cron job) and start one by hand: zpool scrub POOL.",
+        "Check the monthly scrub timer (systemctl status zfs-scrub-monthly@POOL.timer) and start "
+        "one by hand: zpool scrub POOL.",
     ),
     "ArcMetadataHitRatioLow": Alert(
         "30m",
@@ -179,6 +180,14 @@ COLLECTOR_STALE_INTERVALS = 3
 _DURATION_RE = re.compile(r"^([0-9]+y)?([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?$")
 _DURATION_MS = {"y": 365 * 86_400_000, "w": 7 * 86_400_000, "d": 86_400_000, "h": 3_600_000}
 _DURATION_MS.update({"m": 60_000, "s": 1000, "ms": 1})
+
+
+def alerts_markdown() -> str:
+    """The README's table of alerts: name, severity, default `for:`, what it means, what to do."""
+    lines = ["| alert | severity | for | what it means | what to do |", "| --- | --- | --- | --- | --- |"]
+    for name, a in ALERTS.items():
+        lines.append(f"| `{name}` | {a.severity} | {a.default_for} | {a.summary} | {a.action} |")
+    return "\n".join(lines) + "\n"
 
 
 def alert_names() -> list[str]:

@@ -392,3 +392,8 @@ def test_rules_yaml_is_rules(fleet):
     text = mr.rules_yaml(hosts, mon)
     assert text.startswith("# Managed by dbzfs")
     assert yaml.safe_load(text) == mr.rules(hosts, mon)
+
+
+def test_the_readme_lists_every_alert_as_the_rules_define_it():
+    readme = (REPO / "README.md").read_text()
+    assert mr.alerts_markdown() in readme, "README's alert table is stale: paste alerts_markdown()"
