@@ -56,5 +56,5 @@ def check_dry_run_plans_the_install(lab, timings):
     timings["--dry on bare Debian"] = time.monotonic() - t0
     assert rc == 0, output[-6000:]
     assert_proposes_the_install(proposed, output)
-    assert any("server and client from Debian" in p for p in proposed), proposed
+    assert any("server, client and monitoring from Debian" in p for p in proposed), proposed
     check_starts_bare(lab)
