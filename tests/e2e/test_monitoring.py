@@ -18,8 +18,6 @@ pytestmark = pytest.mark.e2e
 PROMETHEUS = "db2"  # lab/lab.yaml: groups: [monitoring]
 FIRING_DEADLINE = 180  # seconds from the fault to a firing alert (scrape, rule evaluation, TCG)
 CLEAR_DEADLINE = 180
-# Fault -> firing, per scenario, for the closing report.
-MEASURED: dict[str, float] = {}
 
 
 def alerts(lab):
@@ -59,7 +57,7 @@ def test_the_pools_report_online_and_nothing_fires(converged):
     assert {name: states for name, states in alerts(converged).items() if "firing" in states.values()} == {}
 
 
-def test_a_drive_taken_offline_fires_the_pool_alert_and_clears_after_repair(converged):
+def test_a_drive_taken_offline_fires_the_pool_alert_and_clears_after_repair(converged, timings):
     pool = converged.check("pg1", "zpool list -H -o name").strip()
     drive = converged.vms["pg1"].drive_ids[0].rsplit("/", 1)[-1]
     converged.check("pg1", f"zpool offline {pool} {drive}")
@@ -67,7 +65,7 @@ def test_a_drive_taken_offline_fires_the_pool_alert_and_clears_after_repair(conv
     try:
         took = wait_for(lambda: firing(converged, "ZpoolNotOnline", "pg1"), FIRING_DEADLINE, interval=2)
         assert took is not None, f"ZpoolNotOnline not firing for pg1 {FIRING_DEADLINE} s after the fault"
-        MEASURED["drive offline -> ZpoolNotOnline firing"] = time.monotonic() - t0
+        timings["drive offline -> ZpoolNotOnline firing"] = time.monotonic() - t0
     finally:
         converged.check("pg1", f"zpool online {pool} {drive} && zpool wait -t resilver {pool}")
     cleared = wait_for(lambda: "ZpoolNotOnline" not in alerts(converged), CLEAR_DEADLINE, interval=2)
@@ -75,7 +73,7 @@ def test_a_drive_taken_offline_fires_the_pool_alert_and_clears_after_repair(conv
     assert converged.check("pg1", f"zpool list -H -o health {pool}").strip() == "ONLINE"
 
 
-def test_a_stopped_replica_fires_the_replication_alert_and_clears_after_repair(converged):
+def test_a_stopped_replica_fires_the_replication_alert_and_clears_after_repair(converged, timings):
     converged.check("db2", "mariadb -e 'STOP SLAVE'")
     t0 = time.monotonic()
     try:
@@ -83,11 +81,10 @@ def test_a_stopped_replica_fires_the_replication_alert_and_clears_after_repair(c
             lambda: firing(converged, "MariaDBReplicationStopped", "db2"), FIRING_DEADLINE, interval=2
         )
         assert took is not None, f"MariaDBReplicationStopped not firing {FIRING_DEADLINE} s after STOP SLAVE"
-        MEASURED["STOP SLAVE -> MariaDBReplicationStopped firing"] = time.monotonic() - t0
+        timings["STOP SLAVE -> MariaDBReplicationStopped firing"] = time.monotonic() - t0
     finally:
         converged.check("db2", "mariadb -e 'START SLAVE'")
     cleared = wait_for(
         lambda: "MariaDBReplicationStopped" not in alerts(converged), CLEAR_DEADLINE, interval=2
     )
     assert cleared is not None, "MariaDBReplicationStopped still active after START SLAVE"
-    print(f"\nfault -> firing alert: {MEASURED}")
