@@ -274,7 +274,7 @@ def monitoring_role(role_name: str, member_of: str = "pg_monitor") -> Generator[
     statements = []
     if current is None:
         statements.append(f"CREATE ROLE {who} WITH {attrs}")
-    elif not current["login"] or current["superuser"] or current["replication"] or current["scram"]:
+    elif not current["login"] or current["superuser"] or current["replication"] or current["verifier_sha256"]:
         statements.append(f"ALTER ROLE {who} WITH {attrs}")
     if current is None or member_of not in current["member_of"]:
         statements.append(f"GRANT {quote_ident(member_of)} TO {who}")

@@ -426,7 +426,8 @@ def test_monitoring_role_is_created_without_a_password_and_given_pg_monitor():
 
 
 def test_monitoring_role_in_place_is_a_noop():
-    live = {"prometheus": {**role("x", replication=False), "scram": "", "member_of": ["pg_monitor"]}}
+    no_password = {"scram": "", "verifier_sha256": ""}  # what PostgresqlRoles reads for PASSWORD NULL
+    live = {"prometheus": {**role("x", replication=False), **no_password, "member_of": ["pg_monitor"]}}
     assert monitoring_commands(live) == []
 
 
@@ -439,3 +440,10 @@ def test_monitoring_role_with_a_password_or_superuser_is_altered():
 def test_monitoring_role_refuses_a_stopped_server():
     with pytest.raises(OperationError, match="not running"):
         monitoring_commands(None)
+
+
+def test_monitoring_role_with_any_password_is_altered():
+    # an md5 (or plain) password has no SCRAM parts but still has a stored password
+    live = {"prometheus": {**role("x", replication=False), "scram": "", "member_of": ["pg_monitor"]}}
+    (command,) = monitoring_commands(live)
+    assert 'ALTER ROLE "prometheus" WITH LOGIN NOSUPERUSER NOREPLICATION PASSWORD NULL' in command
