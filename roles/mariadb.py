@@ -19,7 +19,7 @@ from pyinfra.operations import files, mysql
 
 from roles import engine, monitoring, render, secrets
 from roles.hostdata import HostConfig
-from roles.operations import common, mariadb as mariadb_ops, units
+from roles.operations import mariadb as mariadb_ops, units
 
 CONFIG = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
 DROP_IN = "/etc/systemd/system/mariadb.service.d/dbzfs-zfs.conf"
@@ -82,13 +82,9 @@ def install(cfg: HostConfig) -> None:
         "MariaDB server, client and monitoring from Debian",
         PACKAGES + monitoring.packages(cfg),
     )
-    common.unit_files_loaded(name="systemd re-reads the unit", unit_name=SERVICE)
     # Most InnoDB settings are not dynamic: a config written after the server started takes a
     # restart (a fresh install started it with the config already in place).
-    mariadb_ops.runs_current_config(
-        name="MariaDB runs its current config", service=SERVICE, config_paths=[CONFIG]
-    )
-    units.service(name="MariaDB running and enabled", unit=SERVICE, running=True, enabled=True)
+    units.current(name="MariaDB running its current config, enabled", units={SERVICE: [CONFIG]})
 
 
 @deploy("MariaDB accounts and databases")

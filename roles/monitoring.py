@@ -17,7 +17,7 @@ from pathlib import Path
 from pyinfra import inventory
 from pyinfra.api import deploy
 
-from roles import engine, monitoring_rules, render
+from roles import monitoring_rules, render
 from roles.hostdata import HostConfig
 from roles.operations import common, mariadb as mariadb_ops, postgresql as pg_ops, units
 
@@ -173,13 +173,10 @@ def database_hosts() -> list[HostConfig]:
 @deploy("Monitoring units")
 def before_install(cfg: HostConfig) -> None:
     """The exporters' (and Prometheus') drop-ins and files, before their packages start them."""
-    for path, text in units_text(cfg).items():
-        engine.text_file(text, path, name=path)
-    common.config_file(
-        name=f"{COLLECTOR}: the ZFS textfile collector",
-        path=COLLECTOR,
-        content=COLLECTOR_SOURCE.read_text(),
-        mode="755",
+    common.config_files(
+        name="Exporter drop-ins, the ZFS textfile collector and its timer",
+        files={**units_text(cfg), COLLECTOR: COLLECTOR_SOURCE.read_text()},
+        modes={COLLECTOR: "755"},
     )
     if cfg.prometheus_server:
         hosts = database_hosts()
@@ -221,22 +218,14 @@ def account(cfg: HostConfig) -> None:
 @deploy("Monitoring running")
 def running(cfg: HostConfig) -> None:
     services = [NODE_EXPORTER, ENGINE_EXPORTER[cfg.engine]] + ([PROMETHEUS] if cfg.prometheus_server else [])
-    files = units_text(cfg)
-    for package in services:
-        unit = f"{package}.service"
-        watched = [drop_in_path(package)]
-        if package == PROMETHEUS:
-            watched += [PROMETHEUS_CONFIG, PROMETHEUS_RULES]
-        common.unit_files_loaded(name=f"systemd re-reads {unit}", unit_name=unit)
-        mariadb_ops.runs_current_config(
-            name=f"{unit} runs its current config", service=unit, config_paths=watched
-        )
-        units.service(name=f"{unit} running and enabled", unit=unit, running=True, enabled=True)
-    timer = f"{COLLECTOR_UNIT}.timer"
-    common.unit_files_loaded(name=f"systemd re-reads {timer}", unit_name=timer)
-    mariadb_ops.runs_current_config(
-        name=f"{timer} runs its current schedule",
-        service=timer,
-        config_paths=[p for p in files if p.endswith(".timer")],
+    watched = {f"{package}.service": [drop_in_path(package)] for package in services}
+    if cfg.prometheus_server:
+        watched[f"{PROMETHEUS}.service"] += [PROMETHEUS_CONFIG, PROMETHEUS_RULES]
+    watched[f"{COLLECTOR_UNIT}.timer"] = [f"/etc/systemd/system/{COLLECTOR_UNIT}.timer"]
+    units.current(
+        name="Exporters, collector timer"
+        + (" and Prometheus" if cfg.prometheus_server else "")
+        + " running their current config, enabled",
+        units=watched,
+        loaded=[f"{COLLECTOR_UNIT}.service"],
     )
-    units.service(name=f"{timer} running and enabled", unit=timer, running=True, enabled=True)

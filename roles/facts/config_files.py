@@ -33,3 +33,31 @@ class ConfigFileState(FactBase):
             user, group, mode = fields["stat"].split()
             state.update(user=user, group=group, mode=int(mode), sha256=fields.get("sha256", ""))
         return state
+
+
+class ConfigFilesState(FactBase):
+    """
+    ConfigFileState of several files (no checker) with one command: path -> state.
+
+    .. code:: python
+
+        {"/etc/a.conf": {"exists": True, "checker": False, "user": "root", ...},
+         "/etc/b.conf": {"exists": False, "checker": False}}
+    """
+
+    def command(self, paths: list[str]) -> StringCommand:
+        parts = []
+        for path in paths:
+            one = ConfigFileState().command(path)
+            parts += ["echo", QuoteString(f"path={path}"), ";", one, ";"]
+        return StringCommand(*parts, "echo", "done=1")
+
+    def process(self, output: list[str]) -> dict[str, dict]:
+        files: dict[str, list[str]] = {}
+        current: list[str] | None = None
+        for line in output:
+            if line.startswith("path="):
+                current = files.setdefault(line[len("path=") :], [])
+            elif current is not None:
+                current.append(line)
+        return {path: ConfigFileState().process(lines) for path, lines in files.items()}

@@ -8,7 +8,6 @@ first run on a bare host can plan its changes; callers decide whether that is an
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
@@ -206,54 +205,3 @@ class MariadbSchemas(MariadbFact):
         if lines is None:
             return None
         return sorted(line.strip() for line in lines if line.strip())
-
-
-class ServiceConfigState(FactBase):
-    """
-    A systemd service's state and the modification times of its config files, to tell whether
-    it runs a config older than the files (it started before one of them was last written).
-
-    .. code:: python
-
-        {"active": "active", "started": 1764480000, "need_daemon_reload": False,
-         "mtimes": {"/etc/mysql/mariadb.conf.d/90-dbzfs.cnf": 1764479990}}
-    """
-
-    @override
-    def command(self, service: str, paths: Iterable[str]) -> StringCommand:
-        return StringCommand(
-            "systemctl",
-            "show",
-            QuoteString(service),
-            "--timestamp=unix",
-            "-p",
-            "ActiveState",
-            "-p",
-            "ActiveEnterTimestamp",
-            "-p",
-            "NeedDaemonReload",
-            ";",
-            "stat",
-            "-c",
-            "'mtime=%Y %n'",
-            *[QuoteString(p) for p in paths],
-            "2>/dev/null",
-            "||",
-            "true",
-        )
-
-    @override
-    def process(self, output: list[str]) -> dict[str, Any]:
-        state: dict[str, Any] = {"active": None, "started": None, "need_daemon_reload": False, "mtimes": {}}
-        for line in output:
-            if line.startswith("mtime="):
-                mtime, _, path = line[len("mtime=") :].partition(" ")
-                state["mtimes"][path] = int(mtime)
-            elif line.startswith("ActiveState="):
-                state["active"] = line.partition("=")[2]
-            elif line.startswith("ActiveEnterTimestamp="):
-                value = line.partition("=")[2].lstrip("@")
-                state["started"] = int(value) if value.isdigit() else None
-            elif line.startswith("NeedDaemonReload="):
-                state["need_daemon_reload"] = line.partition("=")[2] == "yes"
-        return state

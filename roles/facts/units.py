@@ -23,3 +23,53 @@ class UnitState(FactBase):
     def process(self, output: list[str]) -> dict[str, str]:
         fields = dict(line.split("=", 1) for line in output if "=" in line)
         return {"active": fields.get("ActiveState", ""), "enabled": fields.get("UnitFileState", "")}
+
+
+class UnitsState(FactBase):
+    """
+    Several units' states and the modification times of the files they read when they start, with
+    one command (a `systemctl show` per unit, each after a ``unit=`` marker line, then one `stat`).
+
+    .. code:: python
+
+        {"units": {"mariadb.service": {"active": "active", "enabled": "enabled",
+                                       "started": 1764480000, "need_daemon_reload": False}},
+         "mtimes": {"/etc/mysql/mariadb.conf.d/90-dbzfs.cnf": 1764479990}}
+        # "started": None for a unit that never became active; a missing file has no mtime
+    """
+
+    def command(self, units: list[str], paths: list[str] = ()) -> StringCommand:
+        show = (
+            "systemctl show --timestamp=unix -p ActiveState -p UnitFileState "
+            '-p ActiveEnterTimestamp -p NeedDaemonReload "$u"'
+        )
+        names = [QuoteString(u) for u in units]
+        loop = ["for", "u", "in", *names, ";", "do", 'echo "unit=$u";', show, ";", "done;"]
+        stat = ["stat", "-c", "'mtime=%Y %n'", *[QuoteString(p) for p in paths], "2>/dev/null;"]
+        return StringCommand(*loop, *(stat if paths else []), "echo", "end=1")
+
+    def process(self, output: list[str]) -> dict:
+        state: dict = {"units": {}, "mtimes": {}}
+        current: dict | None = None
+        for line in output:
+            key, _, value = line.partition("=")
+            if key == "unit":
+                current = state["units"][value] = {
+                    "active": "",
+                    "enabled": "",
+                    "started": None,
+                    "need_daemon_reload": False,
+                }
+            elif key == "mtime":
+                mtime, _, path = value.partition(" ")
+                state["mtimes"][path] = int(mtime)
+            elif current is not None and key == "ActiveState":
+                current["active"] = value
+            elif current is not None and key == "UnitFileState":
+                current["enabled"] = value
+            elif current is not None and key == "ActiveEnterTimestamp":
+                stamp = value.lstrip("@")
+                current["started"] = int(stamp) if stamp.isdigit() else None
+            elif current is not None and key == "NeedDaemonReload":
+                current["need_daemon_reload"] = value == "yes"
+        return state

@@ -22,7 +22,7 @@ from pyinfra.context import ctx_state
 from pyinfra.facts.files import FileContents
 from pyinfra.operations.util.files import generate_color_diff
 
-from roles.facts.config_files import ConfigFileState
+from roles.facts.config_files import ConfigFilesState, ConfigFileState
 from roles.facts.postgresql import SystemdNeedsReload
 
 PRIVATE_DIR = "/run/dbzfs"  # tmpfs, root only: secret-bearing files exist only here, briefly
@@ -96,10 +96,52 @@ def config_file(
     + checker: the program ``check`` runs (looked up on the host's PATH or as a path)
     """
     live = host.get_fact(ConfigFileState, path=path, checker=checker if check else None)
+    commands = list(_placed(path, content, user, group, mode, live, check, checker))
+    if not commands:
+        host.noop(f"{path} is as rendered")
+    yield from commands
+
+
+@operation()
+def config_files(files: dict[str, str], modes: dict[str, str] | None = None) -> Generator:
+    """
+    Several root-owned files with exactly their `content`, read with one command: what
+    `config_file` does for each (without a check), for files nothing checks before use, such as
+    systemd units and drop-ins.
+
+    + files: path -> text
+    + modes: path -> mode (octal string) where not 644
+    """
+    modes = modes or {}
+    live = host.get_fact(ConfigFilesState, paths=list(files))
+    unread = [path for path in files if path not in live]
+    if unread:
+        raise OperationError(f"could not read the state of {', '.join(unread)}")
+    commands = [
+        command
+        for path, content in files.items()
+        for command in _placed(path, content, "root", "root", modes.get(path, "644"), live[path], None, None)
+    ]
+    if not commands:
+        host.noop(f"{', '.join(files)}: as rendered")
+    yield from commands
+
+
+def _placed(
+    path: str,
+    content: str,
+    user: str,
+    group: str,
+    mode: str,
+    live: dict,
+    check: str | None,
+    checker: str | None,
+) -> Generator[StringCommand | FileUploadCommand, None, None]:
+    """Commands that make `path` hold `content` with its owner and mode, given its live state
+    (ConfigFileState), checked by `check` first when the checker is there; none when it does."""
     wanted = hashlib.sha256(content.encode()).hexdigest()
     if live["exists"] and live["sha256"] == wanted:
         if (live["user"], live["group"], live["mode"]) == (user, group, int(mode)):
-            host.noop(f"{path} is as rendered")
             return
         yield StringCommand("chown", f"{user}:{group}", QuoteString(path))
         yield StringCommand("chmod", mode, QuoteString(path))

@@ -30,7 +30,6 @@ from roles.facts.mariadb import (
     MariadbReplicaStatus,
     MariadbSchemas,
     MariadbUsers,
-    ServiceConfigState,
     account,
     sql_string,
 )
@@ -237,37 +236,6 @@ def no_insecure_accounts() -> Generator[StringCommand, None, None]:
         yield run_sql(f"DROP USER {account(u, h)}")
     if not insecure:
         host.noop("no anonymous or remote root accounts")
-
-
-@operation()
-def runs_current_config(service: str, config_paths: list[str]) -> Generator[StringCommand, None, None]:
-    """
-    Restart a running service whose config changed after it started (systemd reloading changed
-    unit files is roles.operations.common.unit_files_loaded, the step before).
-
-    + service: the systemd unit
-    + config_paths: files the service reads only at start (most InnoDB settings are not
-      dynamic)
-
-    Decided from the live host, not from this run's results: a config rewritten by an earlier
-    run that stopped before the restart still restarts the server once, a fresh install that
-    started with the config does not, and ``--dry`` proposes nothing on a converged host.
-    """
-
-    state = host.get_fact(ServiceConfigState, service=service, paths=list(config_paths))
-    newer = sorted(
-        path
-        for path, mtime in state["mtimes"].items()
-        if state["started"] is not None and mtime >= state["started"]
-    )
-    if state["active"] == "active" and newer:
-        yield StringCommand("systemctl", "restart", QuoteString(service))
-    else:
-        host.noop(
-            f"{service} runs its current config"
-            if state["active"] == "active"
-            else f"{service} is {state['active']}: it reads its config when it starts"
-        )
 
 
 def replica_problems(status: dict, primary_address: str, port: int) -> tuple[list, list]:

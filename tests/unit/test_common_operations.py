@@ -7,7 +7,7 @@ import hashlib
 from pyinfra.api import FileUploadCommand, HiddenValue
 from pyinfra.context import ctx_host
 
-from roles.facts.config_files import ConfigFileState
+from roles.facts.config_files import ConfigFilesState, ConfigFileState
 from roles.facts.postgresql import SystemdNeedsReload
 from roles.operations import common
 
@@ -159,3 +159,54 @@ def test_config_file_state_fact_reads_one_command():
         "sha256": "a" * 64,
     }
     assert fact.process(["end=1"]) == {"exists": False, "checker": False}
+
+
+# --- several files read with one command -------------------------------------------------------
+
+UNIT = "/etc/systemd/system/x.service.d/dbzfs.conf"
+SCRIPT = "/usr/local/lib/dbzfs/x.py"
+
+
+def files_live(**states):
+    return {
+        ConfigFilesState: {
+            path: live(text, mode=mode)[ConfigFileState] for path, (text, mode) in states.items()
+        }
+    }
+
+
+def test_config_files_all_as_rendered_is_one_read_and_no_change():
+    facts = files_live(**{UNIT: ("a\n", 644), SCRIPT: ("b\n", 755)})
+    commands, uploads, host = run(
+        common.config_files, facts, files={UNIT: "a\n", SCRIPT: "b\n"}, modes={SCRIPT: "755"}
+    )
+    assert commands == [] and uploads == [] and len(host.fact_calls) == 1
+    assert host.noops == [f"{UNIT}, {SCRIPT}: as rendered"]
+
+
+def test_config_files_places_only_what_differs():
+    facts = files_live(**{UNIT: ("old\n", 644), SCRIPT: ("b\n", 644)})
+    commands, uploads, _ = run(
+        common.config_files, facts, files={UNIT: "new\n", SCRIPT: "b\n"}, modes={SCRIPT: "755"}
+    )
+    assert uploads == [(f"{common.CHECK_DIR}/dbzfs.conf", "new\n")]
+    assert commands[-1] == f"chmod 755 {SCRIPT}"
+    assert any(c.endswith(f"mv -f {common.CHECK_DIR}/dbzfs.conf {UNIT}") for c in commands)
+
+
+def test_config_files_state_fact_splits_per_path():
+    fact = ConfigFilesState()
+    command = str(fact.command([UNIT, SCRIPT]))
+    assert command.count("sha256sum") == 2 and command.endswith("echo done=1")
+    out = [
+        f"path={UNIT}",
+        "stat=root root 644",
+        "sha256=" + "a" * 64,
+        "end=1",
+        f"path={SCRIPT}",
+        "end=1",
+        "done=1",
+    ]
+    state = fact.process(out)
+    assert state[UNIT]["exists"] and state[UNIT]["mode"] == 644
+    assert state[SCRIPT] == {"exists": False, "checker": False}

@@ -119,26 +119,3 @@ def test_schemas():
 def test_sql_string_escapes():
     assert sql_string("it's") == "'it\\'s'"
     assert sql_string("a\\b") == "'a\\\\b'"
-
-
-def test_service_config_state():
-    from roles.facts.mariadb import ServiceConfigState
-
-    out = [
-        "ActiveState=active",
-        "ActiveEnterTimestamp=@1764480000",
-        "NeedDaemonReload=no",
-        "mtime=1764479990 /etc/mysql/mariadb.conf.d/90-dbzfs.cnf",
-    ]
-    assert ServiceConfigState().process(out) == {
-        "active": "active",
-        "started": 1764480000,
-        "need_daemon_reload": False,
-        "mtimes": {"/etc/mysql/mariadb.conf.d/90-dbzfs.cnf": 1764479990},
-    }
-    never = ServiceConfigState().process(
-        ["ActiveState=inactive", "ActiveEnterTimestamp=", "NeedDaemonReload=no"]
-    )
-    assert never["started"] is None and never["mtimes"] == {}
-    command = str(ServiceConfigState().command("mariadb.service", ["/etc/x.cnf"]).get_raw_value())
-    assert "--timestamp=unix" in command and command.endswith("|| true")

@@ -12,7 +12,6 @@ from roles.facts.mariadb import (
     MariadbReplicaStatus,
     MariadbSchemas,
     MariadbUsers,
-    ServiceConfigState,
 )
 from roles.operations import mariadb as ops
 
@@ -280,47 +279,6 @@ def test_privilege_names_normalised():
         "BINLOG MONITOR",
     }
     assert ops.normalise_privileges("ALL PRIVILEGES") == ops.DATABASE_ALL
-
-
-# --- restart only for a config newer than the running server --------------------------------
-
-CNF = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
-
-
-def service(active="active", started=1000, mtime=900, reload=False):
-    return {
-        ServiceConfigState: {
-            "active": active,
-            "started": started,
-            "need_daemon_reload": reload,
-            "mtimes": {} if mtime is None else {CNF: mtime},
-        }
-    }
-
-
-def restart(facts):
-    return run(ops.runs_current_config, facts, "mariadb.service", [CNF])
-
-
-def test_config_older_than_the_server_is_no_change():
-    commands, _, host = restart(service())
-    assert commands == [] and host.noops
-
-
-def test_config_written_after_the_start_restarts_once():
-    commands, _, _ = restart(service(mtime=1000))
-    assert commands == ["systemctl restart mariadb.service"]
-
-
-def test_stopped_server_is_not_restarted():
-    commands, _, _ = restart(service(active="inactive", started=None, mtime=1000))
-    assert commands == []
-
-
-def test_changed_unit_files_are_not_this_steps_business():
-    # common.unit_files_loaded, the step before, reloads systemd.
-    commands, _, _ = restart(service(reload=True))
-    assert commands == []
 
 
 # --- socket_user: the exporter's account, no password --------------------------------------------

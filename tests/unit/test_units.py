@@ -2,8 +2,8 @@
 
 import pytest
 
-from roles.facts.units import UnitState
-from roles.operations.units import service
+from roles.facts.units import UnitsState, UnitState
+from roles.operations.units import current as current_op, service
 
 from tests.unit.fact_stubs import run_operation
 
@@ -43,3 +43,84 @@ def test_never_stops_or_disables():
 def test_failed_unit_is_started_again():
     commands, _ = run("failed", "enabled", running=True)
     assert commands == [f"systemctl start {TIMER}"]
+
+
+# --- units running their current config --------------------------------------------------------
+
+CNF = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
+SVC = "mariadb.service"
+
+
+def unit(active="active", enabled="enabled", started=1000, reload=False):
+    return {"active": active, "enabled": enabled, "started": started, "need_daemon_reload": reload}
+
+
+def current(units, mtimes, watched=None, loaded=()):
+    facts = {UnitsState: {"units": units, "mtimes": mtimes}}
+    return run_operation(current_op, facts, units=watched or {SVC: [CNF]}, loaded=list(loaded))
+
+
+def test_config_older_than_the_running_unit_is_no_change():
+    commands, host = current({SVC: unit()}, {CNF: 900})
+    assert commands == [] and host.noops == [f"{SVC} is active, enabled, current"]
+    assert host.fact_calls == [(UnitsState, (), {"units": [SVC], "paths": [CNF]})]
+
+
+def test_config_written_after_the_start_restarts_once():
+    commands, _ = current({SVC: unit()}, {CNF: 1000})
+    assert commands == [f"systemctl restart {SVC}"]
+
+
+def test_stopped_unit_is_started_not_restarted():
+    commands, _ = current({SVC: unit(active="inactive", started=None)}, {CNF: 1000})
+    assert commands == [f"systemctl start {SVC}"]
+
+
+def test_changed_unit_files_reloaded_once_then_restarted_enabled_started():
+    units = {
+        "a.service": unit(reload=True),
+        "b.service": unit(active="inactive", enabled="disabled", started=None),
+        "c.timer": unit(),
+    }
+    watched = {"a.service": ["/a.conf"], "b.service": ["/b.conf"], "c.timer": ["/c.timer"]}
+    commands, _ = current(units, {"/a.conf": 1500, "/b.conf": 1500, "/c.timer": 10}, watched)
+    assert commands == [
+        "systemctl daemon-reload",
+        "systemctl restart a.service",
+        "systemctl enable --no-reload b.service",
+        "systemctl start b.service",
+    ]
+
+
+def test_a_timers_service_is_reloaded_never_started():
+    units = {"c.timer": unit(), "c.service": unit(active="inactive", enabled="static", reload=True)}
+    commands, _ = current(units, {"/c.timer": 10}, {"c.timer": ["/c.timer"]}, loaded=["c.service"])
+    assert commands == ["systemctl daemon-reload"]
+
+
+def test_units_state_fact_reads_every_unit_and_file_in_one_command():
+    fact = UnitsState()
+    command = str(fact.command(units=["a.service", "b.timer"], paths=["/a.conf"]))
+    assert command.startswith("for u in a.service b.timer ; do")
+    assert "--timestamp=unix" in command and "stat -c 'mtime=%Y %n' /a.conf" in command
+    out = [
+        "unit=a.service",
+        "ActiveState=active",
+        "UnitFileState=enabled",
+        "ActiveEnterTimestamp=@1764480000",
+        "NeedDaemonReload=no",
+        "unit=b.timer",
+        "ActiveState=inactive",
+        "UnitFileState=disabled",
+        "ActiveEnterTimestamp=",
+        "NeedDaemonReload=yes",
+        "mtime=1764479990 /a.conf",
+        "end=1",
+    ]
+    assert fact.process(out) == {
+        "units": {
+            "a.service": unit(started=1764480000),
+            "b.timer": unit(active="inactive", enabled="disabled", started=None, reload=True),
+        },
+        "mtimes": {"/a.conf": 1764479990},
+    }
