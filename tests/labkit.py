@@ -98,10 +98,11 @@ class Lab:
             return Result("local", " ".join(argv), 124, _text(e.stdout), _text(e.stderr))
         return Result("local", " ".join(argv), r.returncode, r.stdout, r.stderr)
 
-    def pyinfra(self, *args, deploy="deploy.py", timeout=3600, profile=None):
+    def pyinfra(self, *args, deploy="deploy.py", timeout=3600, profile=None, inventory=None):
         """pyinfra -y INVENTORY ARGS DEPLOY; with `profile` (a name), under lab.converge_profile:
-        the timings go to .lab/profile-NAME.json and its summary is printed."""
-        argv = [str(control.PYINFRA), "-y", str(self.inventory), *args, deploy]
+        the timings go to .lab/profile-NAME.json and its summary is printed. `inventory`: another
+        inventory file for the lab's VMs (default inventories/lab.py)."""
+        argv = [str(control.PYINFRA), "-y", str(inventory or self.inventory), *args, deploy]
         if profile:
             out = control.STATE / f"profile-{profile}.json"
             argv = [str(control.PYTHON), "-m", "lab.converge_profile", str(out), *argv[1:]]

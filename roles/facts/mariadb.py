@@ -205,3 +205,19 @@ class MariadbSchemas(MariadbFact):
         if lines is None:
             return None
         return sorted(line.strip() for line in lines if line.strip())
+
+
+class MariadbLiveRole(MariadbReplicaStatus):
+    """
+    What the live server is in the replication topology: ``read_only`` ("1"/"0") and, when it
+    replicates, SHOW SLAVE STATUS's fields, in one command; None when the server does not answer.
+
+    .. code:: python
+
+        {"read_only": "1", "Master_Host": "10.99.0.11", "Slave_IO_Running": "Yes", ...}
+        {"read_only": "0"}  # a primary
+    """
+
+    @override
+    def command(self) -> StringCommand:
+        return query("SELECT @@global.read_only AS read_only; SHOW SLAVE STATUS", "-E")

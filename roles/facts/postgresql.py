@@ -10,6 +10,7 @@ the stored SCRAM verifier and its salt.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 from typing import Any
 
@@ -362,6 +363,39 @@ class PostgresqlWalReceiver(FactBase):
             "slot_name": slot_name,
             "sender_host": sender_host,
         }
+
+
+class PostgresqlLiveRole(FactBase):
+    """
+    What the live server is in the replication topology: in recovery or not and, for a standby,
+    the host its ``primary_conninfo`` names; None when the server does not answer.
+
+    .. code:: python
+
+        {"in_recovery": True, "sender": "10.99.0.21"}
+        {"in_recovery": False, "sender": ""}  # a primary
+    """
+
+    @override
+    def command(self) -> StringCommand:
+        return psql("SELECT pg_is_in_recovery(), current_setting('primary_conninfo')")
+
+    @override
+    def process(self, output: list[str]) -> dict[str, Any] | None:
+        rows = _rows(output)
+        if not rows:
+            return None
+        in_recovery, conninfo = (rows[-1] + [""])[:2]
+        return {"in_recovery": _bool(in_recovery), "sender": conninfo_host(conninfo)}
+
+
+def conninfo_host(conninfo: str) -> str:
+    """The host= of a libpq key/value connection string ("" without one)."""
+    for token in shlex.split(conninfo) if conninfo else []:
+        key, _, value = token.partition("=")
+        if key.strip() == "host":
+            return value.strip()
+    return ""
 
 
 class SystemdNeedsReload(FactBase):

@@ -76,6 +76,7 @@ MODULE_ORDER = [
     "test_monitoring.py",
     "test_deployed_files.py",
     "test_config_check.py",
+    "test_topology.py",
     "test_idempotence.py",
     "test_safety.py",
 ]
