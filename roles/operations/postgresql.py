@@ -135,7 +135,10 @@ def cluster(
     + data_directory / wal_directory: absolute paths (pg_wal becomes a symlink to the latter)
     + locale: cluster locale; UTF8 encoding
 
-    No data checksums: ZFS already checksums every record and repairs it from the mirror.
+    With data checksums (``initdb --data-checksums``): ZFS already checksums every record and
+    repairs it from the mirror, but the server's own page checksums catch what happens above ZFS
+    (memory, software) and let ``pg_checksums --check`` and ``pg_amcheck`` prove a cluster intact
+    after a crash. An existing cluster keeps what it was created with.
     """
     facts = host.get_fact(
         PostgresqlCluster, version=version, cluster=cluster_name, data_directory=data_directory
@@ -174,6 +177,7 @@ def cluster(
         QuoteString(cluster_name),
         "--",
         QuoteString(f"--waldir={wal_directory}"),
+        "--data-checksums",
     )
 
 

@@ -65,6 +65,11 @@ def test_zfs_makes_these_unnecessary(host, setting):
     assert psql(host, f"SHOW {setting}") == "off"
 
 
+def test_data_checksums_on(host):
+    # initdb --data-checksums on the primary; a standby's pg_basebackup copies its pages as they are.
+    assert psql(host, "SHOW data_checksums") == "on"
+
+
 def test_sized_and_declared_settings_are_live(host, expected):
     wrong = {}
     for name, value in expected.items():

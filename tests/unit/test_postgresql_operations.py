@@ -66,7 +66,8 @@ NO_CLUSTER = cluster_fact(config=False, pg_version="", data_entries=-1, pg_wal="
 def test_cluster_created_on_the_datasets():
     commands, host = run_operation(pg.cluster, {PostgresqlCluster: NO_CLUSTER}, "15", "main", DATA, WAL)
     assert commands == [
-        f"pg_createcluster --locale C.UTF-8 --encoding UTF8 -d {DATA} 15 main -- --waldir={WAL}"
+        f"pg_createcluster --locale C.UTF-8 --encoding UTF8 -d {DATA} 15 main"
+        f" -- --waldir={WAL} --data-checksums"
     ]
 
 
