@@ -22,6 +22,9 @@ from roles.hostdata import HostConfig
 from roles.operations import mariadb as mariadb_ops, units
 
 CONFIG = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
+# What follows the role (read_only), apart: a switchover rewrites it and applies it live, and the
+# server keeps running (a changed CONFIG takes a restart; this file never does).
+ROLE_CONFIG = "/etc/mysql/mariadb.conf.d/91-dbzfs-role.cnf"
 DROP_IN = "/etc/systemd/system/mariadb.service.d/dbzfs-zfs.conf"
 PACKAGES = ["mariadb-server", "mariadb-client"]
 SERVICE = "mariadb.service"
@@ -64,6 +67,18 @@ def app_grants(cfg: HostConfig, user: dict) -> dict[str, str]:
     return grants
 
 
+def role_config(cfg: HostConfig) -> None:
+    """The role's file (read_only), for `cfg`'s role: the converge and the switchover runbook."""
+    engine.config_file(
+        "mariadb-role.cnf.j2",
+        render.mariadb_role_context(cfg),
+        ROLE_CONFIG,
+        check=CONFIG_CHECK,
+        checker=SERVER_BINARY,
+        name=f"{ROLE_CONFIG}: {cfg.role}",
+    )
+
+
 @deploy("MariaDB directories and config")
 def config(cfg: HostConfig, context: dict) -> None:
     paths = context["paths"]
@@ -72,6 +87,7 @@ def config(cfg: HostConfig, context: dict) -> None:
             name=f"{paths[key]} (mysql, 0750)", path=paths[key], user="mysql", group="mysql", mode="0750"
         )
     engine.config_file("my.cnf.j2", context, CONFIG, check=CONFIG_CHECK, checker=SERVER_BINARY)
+    role_config(cfg)
     engine.text_file(systemd_drop_in(cfg), DROP_IN, name=f"{DROP_IN}: after the ZFS mounts")
 
 
@@ -85,6 +101,7 @@ def install(cfg: HostConfig) -> None:
     # Most InnoDB settings are not dynamic: a config written after the server started takes a
     # restart (a fresh install started it with the config already in place).
     units.current(name="MariaDB running its current config, enabled", units={SERVICE: [CONFIG]})
+    mariadb_ops.read_only(name=f"read_only as a {cfg.role} (live)", on=cfg.role == "replica")
 
 
 @deploy("MariaDB accounts and databases")

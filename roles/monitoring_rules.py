@@ -130,7 +130,8 @@ ALERTS: dict[str, Alert] = {
     "MariaDBReplicationStopped": Alert(
         "5m",
         "critical",
-        "A MariaDB replica's IO or SQL thread is stopped, or it has no replication set up.",
+        "A MariaDB server's replication IO or SQL thread is stopped, or it is read-only (a replica) "
+        "with no replication set up.",
         "Run SHOW REPLICA STATUS on the replica, fix the error it shows and START REPLICA.",
     ),
     "MariaDBReplicaLagging": Alert(
@@ -381,19 +382,24 @@ def _zfs(r: _Rules, hosts: list[HostConfig]) -> None:
 
 def _replication(r: _Rules, hosts: list[HostConfig]) -> None:
     group = "dbzfs-replication"
-    replicas = [h for h in hosts if h.engine == "mariadb" and h.role == "replica"]
-    if replicas:
-        names = [h.name for h in replicas]
+    # By what each server is, not by the inventory's roles, so that the rules stay right through a
+    # switchover or a failover the inventory does not show yet: a server with replication set up
+    # has its threads watched; a read-only server without it (a replica that lost its setup) is
+    # "none"; a writable one without it is a primary.
+    mariadb = [h for h in hosts if h.engine == "mariadb"]
+    if mariadb:
+        names = [h.name for h in mariadb]
         io = _selector("mysql_slave_status_slave_io_running", "mysqld", names)
         sql = _selector("mysql_slave_status_slave_sql_running", "mysqld", names)
-        unset = f"{_selector('mysql_up', 'mysqld', names)} == 1 unless on(instance) {sql}"
+        read_only = _selector("mysql_global_variables_read_only", "mysqld", names)
+        unset = f"{read_only} == 1 unless on(instance) {sql}"
         clauses = [
             _with_label(f"{io} == 0", "thread", "io"),
             _with_label(f"{sql} == 0", "thread", "sql"),
             _with_label(unset, "thread", "none"),
         ]
         r.add(group, "MariaDBReplicationStopped", _or(clauses))
-    for seconds, names in _by_value(replicas, lambda h: h.monitoring.replica_lag_alert_seconds):
+    for seconds, names in _by_value(mariadb, lambda h: h.monitoring.replica_lag_alert_seconds):
         lag = _selector("mysql_slave_status_seconds_behind_master", "mysqld", names)
         r.add(group, "MariaDBReplicaLagging", f"{lag} > {_num(seconds)}", threshold=f"{seconds}s")
 

@@ -110,7 +110,6 @@ def mariadb_context(cfg: HostConfig, sized: Sizing) -> dict:
     settings["innodb_doublewrite"] = "0" if cfg.recordsize(cfg.data_dataset) >= INNODB_PAGE else "1"
     role = {
         "server_id": cfg.server_id,
-        "read_only": "ON" if cfg.role == "replica" else "OFF",
         "port": MARIADB_PORT,
         "bind_address": "0.0.0.0" if cfg.replication_address else "127.0.0.1",
     }
@@ -128,6 +127,11 @@ def mariadb_context(cfg: HostConfig, sized: Sizing) -> dict:
         "r": role,
         "extra": overrides,
     }
+
+
+def mariadb_role_context(cfg: HostConfig) -> dict:
+    """What follows a MariaDB host's role (templates/mariadb-role.cnf.j2): a replica is read-only."""
+    return {"host": cfg.name, "role": cfg.role, "read_only": "ON" if cfg.role == "replica" else "OFF"}
 
 
 def postgresql_context(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfig] = ()) -> dict:
@@ -203,6 +207,7 @@ def render_host(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfig] = ()
     files = {"zfs.conf.j2": render("zfs.conf.j2", zfs_modprobe_context(cfg, sized))}
     if cfg.engine == "mariadb":
         files["my.cnf.j2"] = render("my.cnf.j2", mariadb_context(cfg, sized))
+        files["mariadb-role.cnf.j2"] = render("mariadb-role.cnf.j2", mariadb_role_context(cfg))
     elif cfg.engine == "postgresql":
         files["postgresql.conf.j2"] = render("postgresql.conf.j2", postgresql_context(cfg, sized, peers))
         files["pg_hba.conf.j2"] = render("pg_hba.conf.j2", pg_hba_context(cfg, peers))

@@ -10,14 +10,11 @@ A server that does not answer (not installed yet, stopped) has no live role: not
 
 from __future__ import annotations
 
-import gevent
-from gevent.event import AsyncResult
-from pyinfra import inventory, state
+from pyinfra import inventory
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.host import Host
-from pyinfra.context import ctx_host
 
-from roles import engine
+from roles import engine, preflight
 from roles.facts.mariadb import MariadbLiveRole
 from roles.facts.postgresql import PostgresqlLiveRole
 from roles.hostdata import HostConfig
@@ -104,22 +101,11 @@ def problems(cfg: HostConfig, group: engine.Group, live: dict | None) -> list[Pr
     return []
 
 
-_checked: dict[int, AsyncResult] = {}
-
-
 def check() -> None:
     """Stop the deploy, before any host is changed, when the inventory disagrees with the live
-    topology of any host it converges. Read once per run for every active host in parallel (the
-    first host to get here reads them; the others wait for its answer) so that every
-    disagreement is reported at once."""
-    key = id(state)
-    if key not in _checked:
-        _checked[key] = result = AsyncResult()
-        try:
-            result.set(_read_all())
-        except Exception as exc:  # the other hosts' deploys raise it too
-            result.set_exception(exc)
-    found = _checked[key].get()
+    topology of any host it converges. Read once per run for every active host in parallel, so
+    that every disagreement is reported at once."""
+    found = preflight.once_per_run("topology", _read_all)
     if found:
         raise PyinfraError(
             "\n" + format_problems(found, what="between the inventory and the live replication topology")
@@ -131,11 +117,10 @@ def _read_all() -> list[Problem]:
         cfg = HostConfig.from_data(other.name, other.data)
         if cfg.engine not in FACTS:
             return []
-        with ctx_host.use(other):
-            fact = other.get_fact(FACTS[cfg.engine])
+        fact = other.get_fact(FACTS[cfg.engine])
         return problems(cfg, engine.group(cfg), live_role(cfg.engine, fact))
 
     active = {h.name for h in inventory.get_active_hosts()}
-    greenlets = [gevent.spawn(one, h) for h in inventory if h.name in active]
-    gevent.joinall(greenlets, raise_error=True)
-    return [p for g in greenlets for p in g.value]
+    return [
+        p for found in preflight.on_every_host([h for h in inventory if h.name in active], one) for p in found
+    ]

@@ -30,6 +30,7 @@ from roles.facts.mariadb import (
     MariadbReplicaStatus,
     MariadbSchemas,
     MariadbUsers,
+    MariadbVariables,
     account,
     sql_string,
 )
@@ -236,6 +237,23 @@ def no_insecure_accounts() -> Generator[StringCommand, None, None]:
         yield run_sql(f"DROP USER {account(u, h)}")
     if not insecure:
         host.noop("no anonymous or remote root accounts")
+
+
+@operation()
+def read_only(on: bool) -> Generator[StringCommand, None, None]:
+    """
+    The live server's ``read_only`` (dynamic: no restart), as the host's role file says.
+
+    + on: True on a replica (writes only through replication and by root), False on a primary
+    """
+    want = "ON" if on else "OFF"
+    live = host.get_fact(MariadbVariables, names=["read_only"])
+    if live is None:
+        raise OperationError(f"{host.name}: MariaDB does not answer; read_only cannot be set")
+    if live.get("read_only") == want:
+        host.noop(f"read_only is {want}")
+        return
+    yield run_sql(f"SET GLOBAL read_only = {want}")
 
 
 def replica_problems(status: dict, primary_address: str, port: int) -> tuple[list, list]:

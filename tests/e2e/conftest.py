@@ -77,6 +77,7 @@ MODULE_ORDER = [
     "test_deployed_files.py",
     "test_config_check.py",
     "test_topology.py",
+    "test_switchover.py",
     "test_idempotence.py",
     "test_safety.py",
 ]

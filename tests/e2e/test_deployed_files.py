@@ -16,6 +16,7 @@ pytestmark = pytest.mark.e2e
 ON_HOST = {
     "zfs.conf.j2": "/etc/modprobe.d/zfs.conf",
     "my.cnf.j2": mariadb.CONFIG,
+    "mariadb-role.cnf.j2": mariadb.ROLE_CONFIG,
     "postgresql.conf.j2": f"{postgresql.CONFIG_DIR}/postgresql.conf",
     "pg_hba.conf.j2": f"{postgresql.CONFIG_DIR}/pg_hba.conf",
 }

@@ -307,3 +307,23 @@ def test_socket_user_with_a_password_is_switched_to_unix_socket():
     assert commands[-1] == str(
         ops.run_sql("ALTER USER 'prometheus'@'localhost' IDENTIFIED VIA unix_socket").get_raw_value()
     )
+
+
+# --- read_only follows the role, live -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("on, live, expected", [(True, "OFF", "ON"), (False, "ON", "OFF")])
+def test_read_only_set_live_without_a_restart(on, live, expected):
+    from roles.facts.mariadb import MariadbVariables
+
+    commands, _, _ = run(ops.read_only, {MariadbVariables: {"read_only": live}}, on=on)
+    assert commands == [f"mariadb -e 'SET GLOBAL read_only = {expected}'"]
+    commands, _, host = run(ops.read_only, {MariadbVariables: {"read_only": expected}}, on=on)
+    assert commands == [] and host.noops == [f"read_only is {expected}"]
+
+
+def test_read_only_on_a_server_that_does_not_answer_fails():
+    from roles.facts.mariadb import MariadbVariables
+
+    with pytest.raises(OperationError, match="does not answer"):
+        run(ops.read_only, {MariadbVariables: None}, on=True)

@@ -92,7 +92,7 @@ def mariadbd_parsed(cnf_text: str, tmp: Path) -> dict:
 @pytest.mark.parametrize("name", MARIADB_HOSTS)
 def test_my_cnf_parsed_by_mariadbd(name, tmp_path):
     cfg, sized, files = configs(PROD)[name]
-    v = mariadbd_parsed(files["my.cnf.j2"], tmp_path)
+    v = mariadbd_parsed(files["my.cnf.j2"] + files["mariadb-role.cnf.j2"], tmp_path)
     assert v["innodb_doublewrite"] == "FALSE"
     assert v["innodb_use_native_aio"] == "FALSE"
     assert v["innodb_use_atomic_writes"] == "FALSE"
@@ -238,7 +238,7 @@ def test_my_cnf_runs_a_real_mariadb(fleet, name):
         for key in ("datadir", "redo_dir", "binlog_dir", "relay_dir"):
             Path(paths[key]).mkdir(parents=True)
         cnf = tmp / "my.cnf"
-        cnf.write_text(files["my.cnf.j2"])
+        cnf.write_text(files["my.cnf.j2"] + files["mariadb-role.cnf.j2"])
         sock = tmp / "mysqld.sock"
         common = [f"--defaults-file={cnf}", "--user=root"]
         result = subprocess.run(

@@ -5,23 +5,8 @@ the lab's topology)."""
 import runpy
 from pathlib import Path
 
-_lab = runpy.run_path(str(Path(__file__).resolve().parents[3] / "inventories" / "lab.py"))
+_swap = runpy.run_path(str(Path(__file__).resolve().parent / "swapped.py"))
 
-
-def _swapped(hosts: list) -> list:
-    primary = next(name for name, data in hosts if data["role"] == "primary")
-    replica = next(name for name, data in hosts if data.get("primary") == primary)
-    out = []
-    for name, data in hosts:
-        data = {k: v for k, v in data.items() if k != "primary"}
-        if name == primary:
-            data.update(role="replica", primary=replica)
-        elif name == replica:
-            data["role"] = "primary"
-        out.append((name, data))
-    return out
-
-
-mariadb = _swapped(_lab["mariadb"])
-postgresql = _swapped(_lab["postgresql"])
-monitoring = _lab["monitoring"]
+mariadb = _swap["swapped"](_swap["LAB"]["mariadb"])
+postgresql = _swap["swapped"](_swap["LAB"]["postgresql"])
+monitoring = _swap["LAB"]["monitoring"]
