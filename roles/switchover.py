@@ -262,15 +262,19 @@ def run() -> None:
             user_host=follower.replication_address,
             privileges=mariadb_ops.REPLICATION_PRIVILEGES,
         )
+    # The replication account on the new primary, as every follower uses it.
+    to_new = {
+        "primary_address": new.replication_address,
+        "replication_user": repl_user,
+        "password": password,
+        "port": render.MARIADB_PORT,
+    }
     engine.step(
         not is_new,
         "the new primary",
         mariadb_topology.follow,
         name=f"Follow {new_primary} ({new.replication_address})",
-        primary_address=new.replication_address,
-        replication_user=repl_user,
-        password=password,
-        port=render.MARIADB_PORT,
+        **to_new,
     )
     mariadb.role_config(me_after)
     last = engine.step(
@@ -278,10 +282,7 @@ def run() -> None:
         "the new primary",
         mariadb_ops.replica,
         name=f"Replicates from {new_primary}",
-        primary_address=new.replication_address,
-        replication_user=repl_user,
-        password=password,
-        port=render.MARIADB_PORT,
+        **to_new,
     )
     key = (id(state), "switchover report")
     if key not in _reported:
