@@ -1,5 +1,7 @@
 """The PostgreSQL facts parse what psql and the shell print, and report a stopped server as None."""
 
+import subprocess
+
 from roles.facts.postgresql import (
     DOWN,
     UP,
@@ -77,10 +79,18 @@ def test_every_sql_fact_is_none_when_the_server_is_down():
         assert cls().process([DOWN]) is None, cls.__name__
 
 
-def test_sql_facts_check_the_server_before_asking():
+def test_sql_facts_ask_once_and_tell_a_server_that_is_down_from_an_error(tmp_path):
     command = PostgresqlRoles().command().get_raw_value()
-    assert command.startswith(f"cd / && if runuser -u postgres -- pg_isready -q; then echo {UP};")
-    assert f"echo {DOWN}" in command
+    assert command.count("runuser") == 1 and "pg_isready" not in command
+    # The shell logic around psql, with a stand-in psql that exits as the real one would.
+    for rc, expected_rc, expected in ((0, 0, [UP, "row"]), (2, 0, [DOWN]), (3, 3, [])):
+        fake = tmp_path / f"psql{rc}"
+        fake.write_text(f"#!/bin/sh\necho row\nexit {rc}\n")
+        fake.chmod(0o755)
+        script = command.replace("[ -x /usr/bin/psql ] && id -u postgres >/dev/null 2>&1", "true")
+        script = script.replace("runuser -u postgres -- psql", str(fake))
+        result = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+        assert (result.returncode, result.stdout.split()) == (expected_rc, expected), (rc, result)
 
 
 def test_file_settings_split_restart_from_errors():
