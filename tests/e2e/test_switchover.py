@@ -82,8 +82,23 @@ def switch(lab, new_primary, inventory=None):
 
 def replicates_from(lab, name):
     status = lab.check(name, "mariadb -E -e 'SHOW SLAVE STATUS'")
-    fields = dict(line.strip().split(": ", 1) for line in status.splitlines() if ": " in line)
+    fields = {}
+    for line in status.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
     return fields.get("Master_Host"), fields.get("Slave_IO_Running"), fields.get("Slave_SQL_Running")
+
+
+def follows(lab, name, primary, timeout=60):
+    """`name` replicates from `primary` with both threads running (the IO thread may still be
+    connecting right after a switchover)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = replicates_from(lab, name)
+        if status == (ADDRESSES[primary], "Yes", "Yes") or time.monotonic() > deadline:
+            return status == (ADDRESSES[primary], "Yes", "Yes"), status
+        time.sleep(2)
 
 
 def test_switchover_to_db2_and_back_while_a_client_writes(converged, timings):
@@ -94,7 +109,7 @@ def test_switchover_to_db2_and_back_while_a_client_writes(converged, timings):
 
     refused_to_db2, output = switch(lab, "db2")
     assert "db1: role 'replica', primary 'db2'" in output and "db2: role 'primary'" in output
-    assert replicates_from(lab, "db1") == (ADDRESSES["db2"], "Yes", "Yes")
+    assert follows(lab, "db1", "db2")[0], follows(lab, "db1", "db2", timeout=0)
     assert replicates_from(lab, "db2") == (None, None, None)
     assert sql(lab, "db2", "SELECT @@global.read_only") == "0"
     assert sql(lab, "db1", "SELECT @@global.read_only") == "1"
@@ -106,7 +121,7 @@ def test_switchover_to_db2_and_back_while_a_client_writes(converged, timings):
     assert_changed_nothing(lab.pyinfra(inventory=SWITCHED))
 
     refused_to_db1, _ = switch(lab, "db1", inventory=SWITCHED)
-    assert replicates_from(lab, "db2") == (ADDRESSES["db1"], "Yes", "Yes")
+    assert follows(lab, "db2", "db1")[0], follows(lab, "db2", "db1", timeout=0)
     before = len(acked(lab))
     wait_for_writes(lab, before + 5)
     lab.check("db1", STOP_WRITER)

@@ -322,8 +322,8 @@ def test_read_only_set_live_without_a_restart(on, live, expected):
     assert commands == [] and host.noops == [f"read_only is {expected}"]
 
 
-def test_read_only_on_a_server_that_does_not_answer_fails():
+def test_read_only_planned_before_the_server_exists():
     from roles.facts.mariadb import MariadbVariables
 
-    with pytest.raises(OperationError, match="does not answer"):
-        run(ops.read_only, {MariadbVariables: None}, on=True)
+    commands, _, _ = run(ops.read_only, {MariadbVariables: None}, on=True)
+    assert commands == ["mariadb -e 'SET GLOBAL read_only = ON'"]
