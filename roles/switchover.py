@@ -39,6 +39,17 @@ PARAMETERS = ("new_primary", "max_lag")
 DEFAULT_MAX_LAG = 30  # seconds a candidate may be behind before the switchover refuses
 
 
+def parse_max_lag(value: object) -> int:
+    """The `max_lag` runbook argument (seconds, default DEFAULT_MAX_LAG); stops the run, naming
+    it, on anything but a whole number of seconds."""
+    if value is None or value == "":
+        return DEFAULT_MAX_LAG
+    if str(value).isdigit():
+        return int(str(value))
+    problem = Problem(None, "max_lag", value, "not a whole number of seconds", "e.g. --data max_lag=30")
+    raise PyinfraError("\n" + format_problems([problem], what="before the switchover"))
+
+
 def new_roles(group: engine.Group, new_primary: str) -> dict[str, HostConfig]:
     """Every host of the group with the role it has after the switchover."""
     out = {}
@@ -219,7 +230,7 @@ def run() -> None:
     if (cfg.engine, cfg.cluster) != (target.engine, target.cluster):
         return
     group = engine.group(cfg)
-    max_lag = int(host.data.get("max_lag") or DEFAULT_MAX_LAG)
+    max_lag = parse_max_lag(host.data.get("max_lag"))
     _checked(cfg, group, new_primary, max_lag)
     old = next(m for m in group.members if m.role == "primary")
     after = new_roles(group, new_primary)

@@ -14,6 +14,8 @@ from roles.operations import mariadb_topology as ops
 from tests.unit.fact_stubs import FakeHost
 
 PASSWORD = HiddenValue("s3cr'et")
+TO_DB2 = {"primary_address": "10.99.0.12", "replication_user": "r", "password": PASSWORD}
+FROM_DB1 = {"old_primary_address": "10.99.0.11", "replication_user": "r", "password": PASSWORD}
 HEALTHY = {
     "Master_Host": "10.99.0.11",
     "Master_Port": "3306",
@@ -89,9 +91,7 @@ def test_promote_waits_for_the_old_primarys_last_gtid_then_takes_writes():
     commands, uploads, _ = run(
         ops.promote,
         {MariadbReplicaStatus: HEALTHY},
-        old_primary_address="10.99.0.11",
-        replication_user="replicator",
-        password=PASSWORD,
+        **FROM_DB1,
     )
     [cnf] = uploads.values()
     assert "host = 10.99.0.11" in cnf and 'password = "s3cr\'et"' in cnf
@@ -107,9 +107,7 @@ def test_promote_waits_for_the_old_primarys_last_gtid_then_takes_writes():
 
 def test_promote_is_a_no_op_on_a_writable_server_that_replicates_from_nobody():
     facts = {MariadbReplicaStatus: {}, MariadbVariables: {"read_only": "OFF"}}
-    commands, _, host = run(
-        ops.promote, facts, old_primary_address="10.99.0.11", replication_user="r", password=PASSWORD
-    )
+    commands, _, host = run(ops.promote, facts, **FROM_DB1)
     assert commands == [] and host.noops
 
 
@@ -118,9 +116,7 @@ def test_promote_refuses_a_replica_of_another_host():
         run(
             ops.promote,
             {MariadbReplicaStatus: {**HEALTHY, "Master_Host": "10.99.0.99"}},
-            old_primary_address="10.99.0.11",
-            replication_user="r",
-            password=PASSWORD,
+            **FROM_DB1,
         )
 
 
@@ -128,9 +124,7 @@ def test_a_former_primary_follows_from_its_own_binlog_position():
     commands, uploads, _ = run(
         ops.follow,
         {MariadbReplicaStatus: {}},
-        primary_address="10.99.0.12",
-        replication_user="r",
-        password=PASSWORD,
+        **TO_DB2,
     )
     [sql] = uploads.values()
     assert sql.startswith(
@@ -148,9 +142,7 @@ def test_a_replica_follows_from_its_own_slave_position_and_is_left_alone_once_th
     _, uploads, _ = run(
         ops.follow,
         {MariadbReplicaStatus: HEALTHY},
-        primary_address="10.99.0.12",
-        replication_user="r",
-        password=PASSWORD,
+        **TO_DB2,
     )
     [sql] = uploads.values()
     assert "gtid_slave_pos" not in sql
@@ -158,8 +150,15 @@ def test_a_replica_follows_from_its_own_slave_position_and_is_left_alone_once_th
     commands, uploads, host = run(
         ops.follow,
         {MariadbReplicaStatus: there},
-        primary_address="10.99.0.12",
-        replication_user="r",
-        password=PASSWORD,
+        **TO_DB2,
     )
     assert commands == [] and uploads == {} and host.noops
+
+
+def test_max_lag_argument_defaults_or_is_refused_by_name():
+    from pyinfra.api.exceptions import PyinfraError
+
+    assert switchover.parse_max_lag(None) == switchover.DEFAULT_MAX_LAG
+    assert switchover.parse_max_lag("5") == 5
+    with pytest.raises(PyinfraError, match="max_lag = 'soon': not a whole number of seconds"):
+        switchover.parse_max_lag("soon")
