@@ -6,6 +6,7 @@ and `postgresql`, as in inventories/prod.py, and `monitoring` (the VMs whose lab
 it: Prometheus runs there).
 """
 
+import ipaddress
 import sys
 from pathlib import Path
 
@@ -56,7 +57,24 @@ LAB_DATA = {
 }
 
 
+# The PostgreSQL hosts hold an application database and its user, as a real fleet's do, reachable
+# from the lab's private network: the switchover test's client writes through it with libpq's
+# multi-host `target_session_attrs=read-write`, as an application follows a moved primary. Its
+# password is the lab's throwaway secret `lab_app_password` (lab/control.py).
+def _network(vm: VM) -> str:
+    return str(ipaddress.ip_interface(f"{vm.private_address}/{vm.private_prefix}").network)
+
+
+LAB_POSTGRESQL_DATA = {
+    "databases": [{"name": "app"}],
+    "db_users": [{"name": "app", "password_secret": "lab_app_password", "owner": True}],
+}
+
+
 _lab = load()
 mariadb = [_host(vm) for vm in _lab.vms.values() if vm.engine == "mariadb"]
-postgresql = [_host(vm) for vm in _lab.vms.values() if vm.engine == "postgresql"]
+postgresql = [
+    (name, {**data, **LAB_POSTGRESQL_DATA, "db_client_networks": [_network(_lab.vms[name])]})
+    for name, data in (_host(vm) for vm in _lab.vms.values() if vm.engine == "postgresql")
+]
 monitoring = [vm.name for vm in _lab.vms.values() if "monitoring" in vm.groups]

@@ -10,6 +10,8 @@ import subprocess
 import time
 from collections.abc import Sequence
 
+import yaml
+
 from . import aptcache, image, vm as vmmod
 from .definition import CACHE, REPO, SSH_CONFIG, STATE, VM, Lab, load  # noqa: F401 (STATE: for tests/labkit.py)
 from .vm import LabError, Log, rel
@@ -21,6 +23,8 @@ INVENTORY = REPO / "inventories" / "lab.py"
 
 
 SECRETS = CACHE / "lab-secrets.yml"
+# The keys inventories/lab.py's data names: the replication account and the lab's application user.
+LAB_SECRETS = ("replication_password", "lab_app_password")
 
 
 def lab_env() -> dict[str, str]:
@@ -30,15 +34,16 @@ def lab_env() -> dict[str, str]:
     env = dict(os.environ)
     if env.get("DBZFS_SECRETS_FILE"):
         return env
-    if not SECRETS.exists():
+    held = yaml.safe_load(SECRETS.read_text()) if SECRETS.exists() else {}
+    missing = [key for key in LAB_SECRETS if not (held or {}).get(key)]
+    if missing:  # a file from an older checkout keeps its secrets and gets the new ones
+        values = {**(held or {}), **{key: secrets.token_urlsafe(24) for key in missing}}
         SECRETS.parent.mkdir(parents=True, exist_ok=True)
         tmp = SECRETS.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(
-                "# The local lab's throwaway secrets (lab/control.py); not used for any real host.\n"
-                f"replication_password: {secrets.token_urlsafe(24)}\n"
-            )
+            f.write("# The local lab's throwaway secrets (lab/control.py); not used for any real host.\n")
+            f.write(yaml.safe_dump(values, default_flow_style=False))
         os.replace(tmp, SECRETS)
     env["DBZFS_SECRETS_FILE"] = str(SECRETS)
     for k in [k for k in env if k.startswith("DBZFS_SECRET_")]:

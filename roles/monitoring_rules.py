@@ -32,9 +32,17 @@ checked against Debian 12's packages, run against throwaway local servers (Maria
   on the primary, one series per connected walsender (its `slot_name` label holds the walsender's
   pid, not the slot); `pg_replication_slots_pg_wal_lsn_diff{slot_name, database}` (bytes of WAL
   between the current position and the slot's restart_lsn; NaN for a slot that never reserved
-  WAL) and `pg_replication_slots_active`. 0.11.1 exposes nothing from the standby's side by
-  default (no pg_stat_wal_receiver, no pg_replication_lag), so "standby streaming" is checked on
-  its primary, by application_name = the standby's inventory name.
+  WAL) and `pg_replication_slots_active`; `pg_settings_in_hot_standby` (cmd/postgres_exporter/
+  pg_setting.go at v0.11.1: querySettings reads every pg_settings row of vartype bool, integer or
+  real and names it `pg_settings_<name>`, a bool being 1 for "on" and 0 otherwise, with the
+  `server` label; server.go Scrape runs it unless --disable-settings-metrics, which our
+  drop-in does not pass). `in_hot_standby` is PostgreSQL 14+'s read-only bool that shows whether
+  the server is in recovery now, not a configured value: Debian's 0.11.1 binary against a
+  PostgreSQL 15 primary + standby gave 0 on the primary and 1 on the standby, and after a
+  switchover 0 on the promoted server (same exporter connection) and 1 on the old primary.
+  0.11.1 exposes no pg_stat_wal_receiver by default, so whether a standby streams is read from
+  the walsenders of the servers of its replication group, by application_name = the standby's
+  inventory name.
 """
 
 from __future__ import annotations
@@ -143,8 +151,8 @@ ALERTS: dict[str, Alert] = {
     "PostgresStandbyNotStreaming": Alert(
         "5m",
         "critical",
-        "A PostgreSQL standby of the inventory is not streaming WAL from its primary.",
-        "Check the standby is running and its log for connection or WAL errors; "
+        "A PostgreSQL server in hot standby is not streaming WAL from any server of its replication group.",
+        "Check its primary is up and the standby's log for connection or WAL errors; "
         "its replication slot keeps WAL on the primary meanwhile.",
     ),
     "PostgresReplicationSlotWALHigh": Alert(
@@ -232,6 +240,11 @@ def _selector(metric: str, job: str, instances: list[str] | None = None, **label
 def _with_label(expr: str, label: str, value: str) -> str:
     """expr with one more label set to a fixed value."""
     return f'label_replace({expr}, {_str(label)}, {_str(value.replace("$", "$$"))}, "", "")'
+
+
+def _label_from(expr: str, label: str, source: str) -> str:
+    """expr with `label` set to the value of its label `source`."""
+    return f'label_replace({expr}, {_str(label)}, "$1", {_str(source)}, "(.*)")'
 
 
 def _num(value: float) -> str:
@@ -403,21 +416,30 @@ def _replication(r: _Rules, hosts: list[HostConfig]) -> None:
         lag = _selector("mysql_slave_status_seconds_behind_master", "mysqld", names)
         r.add(group, "MariaDBReplicaLagging", f"{lag} > {_num(seconds)}", threshold=f"{seconds}s")
 
-    standbys = [h for h in hosts if h.engine == "postgresql" and h.role == "replica" and h.primary]
-    if standbys:
-        clauses = []
-        for s in standbys:
-            streaming = _selector(
-                "pg_stat_replication_pg_current_wal_lsn_bytes",
-                "postgres",
-                [s.primary],
-                application_name=s.name,
-                state="streaming",
-            )
-            up = _selector("pg_up", "postgres", [s.primary])
-            clauses.append(_with_label(f"{up} == 1 unless on(instance) {streaming}", "standby", s.name))
-        r.add(group, "PostgresStandbyNotStreaming", _or(clauses))
+    # PostgreSQL likewise: a server in hot standby (pg_settings' in_hot_standby, the recovery
+    # state it is in now) is a standby wherever the inventory puts it, and it streams when a
+    # server of its replication group (cluster) has a walsender in state "streaming" under its
+    # name (standbys connect with application_name = their inventory name, roles/postgresql.py);
+    # that server may be its primary or, cascading, another standby. A primary never fires,
+    # whatever its walsenders. A standby whose primary is down fires (DatabaseDown tells why);
+    # a standby that is down itself is DatabaseDown's alone: its exporter has no pg_settings.
+    # The walsenders are counted by application_name before it becomes `instance`, so that two
+    # servers reporting the same standby (a split brain) cannot give label_replace duplicates.
     postgres = [h for h in hosts if h.engine == "postgresql"]
+    groups: dict[str, list[str]] = {}
+    for h in postgres:
+        groups.setdefault(h.cluster, []).append(h.name)
+    clauses = []
+    for names in groups.values():
+        in_standby = _selector("pg_settings_in_hot_standby", "postgres", names)
+        walsenders = _selector(
+            "pg_stat_replication_pg_current_wal_lsn_bytes", "postgres", names, state="streaming"
+        )
+        standbys = _label_from(f"{in_standby} == 1", "standby", "instance")
+        streaming = _label_from(f"count by (application_name) ({walsenders})", "instance", "application_name")
+        clauses.append(f"{standbys}\nunless on(instance) {streaming}")
+    if clauses:
+        r.add(group, "PostgresStandbyNotStreaming", _or(clauses))
     for size, names in _by_value(postgres, lambda h: h.monitoring.replication_slot_alert_bytes):
         held = _selector("pg_replication_slots_pg_wal_lsn_diff", "postgres", names)
         r.add(group, "PostgresReplicationSlotWALHigh", f"{held} > {_num(size)}", threshold=f"{size} bytes")

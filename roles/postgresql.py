@@ -40,6 +40,11 @@ def dropin_text(cfg: HostConfig) -> str:
     )
 
 
+def passfile_content() -> HiddenValue:
+    """The standby's .pgpass: the replication account's password for any primary."""
+    return HiddenValue(pg.pgpass_line(engine.secret(secrets.REPLICATION_PASSWORD).unmask(), REPLICATION_USER))
+
+
 # --- steps --------------------------------------------------------------------------------------
 
 
@@ -187,11 +192,7 @@ def standby(cfg: HostConfig, group: engine.Group, paths: dict) -> None:
         common.secret_file,
         name=f"{PASSFILE} (replication password, 0600)",
         path=PASSFILE,
-        content=HiddenValue(
-            pg.pgpass_line(engine.secret(secrets.REPLICATION_PASSWORD).unmask(), REPLICATION_USER)
-        )
-        if is_standby
-        else None,
+        content=passfile_content() if is_standby else None,
         user="postgres",
         group="postgres",
         mode="600",

@@ -151,7 +151,6 @@ def postgresql_context(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfi
             settings[key] = overrides.pop(key)
     return {
         "host": cfg.name,
-        "role": cfg.role,
         "paths": postgresql_paths(cfg),
         "version": PG_VERSION,
         "cluster": PG_CLUSTER,

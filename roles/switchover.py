@@ -1,42 +1,38 @@
 """A planned switchover (runbooks/switchover.py): the primary of a replication group moves to one
 of its replicas, with no acknowledged write lost, and the time writes were refused measured.
 
-MariaDB (GTID):
-  1. the old primary stops taking writes (``read_only = ON``, live);
-  2. the new primary waits until it has applied the old primary's last GTID, stops replicating
-     and takes writes (roles.operations.mariadb_topology.promote);
-  3. it gets the replication account of every host that will follow it;
-  4. the old primary and the other replicas follow it (``follow``);
-  5. every host's role file (91-dbzfs-role.cnf) is rewritten for its new role, so that a restart
-     keeps the new roles and a converge with the updated inventory changes nothing;
-  6. every follower is checked to replicate (``mariadb.replica``, which never re-seeds).
+The engines' procedures are in roles/switchover_mariadb.py (GTID: the old primary goes
+read-only, the new one applies its last GTID) and roles/switchover_postgresql.py (the old
+primary shuts down cleanly, the new one replays its shutdown checkpoint). Shared here: the
+arguments, the pre-checks that need no host, the new roles, the inventory change to print and
+the report.
 
 Pre-checks, before any host is changed: the inventory matches the live topology (roles/topology),
 `new_primary` names a replica of the group's primary, every host of the group answers and is
-converged in this run (no --limit that leaves one out), and the new primary replicates with both
-threads running and at most `max_lag` seconds behind.
+converged in this run (no --limit that leaves one out), and the new primary replicates from the
+primary and is at most `max_lag` seconds behind (each engine's live checks).
 
-The report: how long writes were refused (from the old primary's read_only to the new primary
-taking writes, measured on the machine that runs pyinfra) and the inventory change to make.
+The report: how long writes were refused (from the old primary refusing writes to the new
+primary taking them, measured on the machine that runs pyinfra) and the inventory change to make.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from pyinfra import host, inventory, logger, state
 from pyinfra.api import BaseStateCallback
 from pyinfra.api.exceptions import PyinfraError
 
-from roles import engine, mariadb, preflight, render, secrets
-from roles.facts.mariadb import MariadbReplicaStatus
+from roles import engine, preflight
 from roles.hostdata import HostConfig
-from roles.operations import mariadb as mariadb_ops, mariadb_topology
 from roles.validation import Problem, format_problems
 
 PARAMETERS = ("new_primary", "max_lag")
 DEFAULT_MAX_LAG = 30  # seconds a candidate may be behind before the switchover refuses
+ENGINES = ("mariadb", "postgresql")
 
 
 def parse_max_lag(value: object) -> int:
@@ -93,8 +89,8 @@ def plan_problems(
             )
         ]
     candidate = names[new_primary]
-    if cfg.engine != "mariadb":
-        return [Problem(cfg.name, "engine", cfg.engine, "no switchover runbook for this engine yet", "")]
+    if cfg.engine not in ENGINES:
+        return [Problem(cfg.name, "engine", cfg.engine, "no switchover runbook for this engine", "")]
     problems = []
     if (
         candidate.role != "replica"
@@ -120,56 +116,39 @@ def plan_problems(
     return problems
 
 
-def live_problems(new_primary: str, status: dict | None, max_lag: int, primary_address: str) -> list[Problem]:
-    """What the new primary's live replication status says against switching to it (pure)."""
-    if status is None:
-        return [Problem(new_primary, "new_primary", new_primary, "MariaDB does not answer", "start it first")]
-    problems = []
-    if status.get("Master_Host") != primary_address:
-        problems.append(
-            Problem(
-                new_primary,
-                "new_primary",
-                new_primary,
-                f"replicates from {status.get('Master_Host') or 'nobody'}, "
-                f"not from the primary {primary_address}",
-                "",
-            )
+def lag_problem(new_primary: str, lag: object, max_lag: int) -> list[Problem]:
+    """The candidate is too far behind (lag in seconds, or not a number)."""
+    try:
+        behind = float(str(lag))
+    except ValueError:
+        behind = None
+    if behind is not None and behind <= max_lag:
+        return []
+    return [
+        Problem(
+            new_primary,
+            "max_lag",
+            max_lag,
+            f"the new primary is {lag} s behind",
+            "wait until it has caught up, or raise max_lag",
         )
-    threads = (status.get("Slave_IO_Running"), status.get("Slave_SQL_Running"))
-    if threads != ("Yes", "Yes"):
-        error = status.get("Last_SQL_Error") or status.get("Last_IO_Error") or "not running"
-        problems.append(
-            Problem(
-                new_primary,
-                "new_primary",
-                new_primary,
-                f"replication threads IO {threads[0]}, SQL {threads[1]}: {error}",
-                "repair replication first",
-            )
-        )
-    lag = status.get("Seconds_Behind_Master")
-    if threads == ("Yes", "Yes") and (not str(lag).isdigit() or int(lag) > max_lag):
-        problems.append(
-            Problem(
-                new_primary,
-                "max_lag",
-                max_lag,
-                f"the new primary is {lag} s behind",
-                "wait until it has caught up, or raise max_lag",
-            )
-        )
-    return problems
+    ]
 
 
 class Report(BaseStateCallback):
     """Times the switchover from the machine that runs pyinfra and prints the report at its end."""
 
     def __init__(
-        self, stop_hash: str, promote_hash: str, last_hash: str, group: engine.Group, new_primary: str
+        self,
+        stop_hash: str,
+        promote_hash: str,
+        last_hash: str,
+        group: engine.Group,
+        new_primary: str,
+        refusing: str,
     ) -> None:
         self.stop_hash, self.promote_hash, self.last_hash = stop_hash, promote_hash, last_hash
-        self.group, self.new_primary = group, new_primary
+        self.group, self.new_primary, self.refusing = group, new_primary, refusing
         self.times: dict[str, float] = {}
 
     def operation_start(self, state, op_hash) -> None:  # noqa: ANN001 - pyinfra's callback signature
@@ -186,38 +165,46 @@ class Report(BaseStateCallback):
                 f"==> switchover done: {self.new_primary} is the primary of {self.group.me.cluster} "
                 f"({self.group.me.engine}), {old} and the other hosts follow it",
                 f"    writes were refused for {refused:.1f} s "
-                f"({old} read-only until {self.new_primary} took writes)",
+                f"({old} {self.refusing} until {self.new_primary} took writes)",
                 "    update the inventory (a converge refuses until it matches):",
                 *[f"      {line}" for line in inventory_change(self.group, self.new_primary)],
             ]
             logger.info("\n".join(lines))
 
 
-def _checked(cfg: HostConfig, group: engine.Group, new_primary: str | None, max_lag: int) -> None:
+def checked(
+    cfg: HostConfig,
+    group: engine.Group,
+    new_primary: str,
+    live_problems: Callable[[], list[Problem]],
+) -> None:
+    """Stop the run, before any change, when a plan or live pre-check fails (computed once per
+    run for the group; `live_problems` reads the hosts)."""
+
     def compute() -> list[Problem]:
         active = {h.name for h in inventory.get_active_hosts()}
-        problems = plan_problems(cfg, group, new_primary, active)
-        if problems:
-            return problems
-        members = [inventory.get_host(m.name) for m in group.members]
-        statuses = preflight.on_every_host(members, lambda h: h.get_fact(MariadbReplicaStatus))
-        by_name = dict(zip([m.name for m in group.members], statuses, strict=True))
-        found = [
-            Problem(name, "host", name, "MariaDB does not answer", "start it first")
-            for name, status in by_name.items()
-            if status is None
-        ]
-        primary = next(m for m in group.members if m.role == "primary")
-        return found + live_problems(new_primary, by_name[new_primary], max_lag, primary.replication_address)
+        return plan_problems(cfg, group, new_primary, active) or live_problems()
 
     problems = preflight.once_per_run(f"switchover {cfg.engine} {cfg.cluster}", compute)
     if problems:
         raise PyinfraError("\n" + format_problems(problems, what="before the switchover"))
 
 
+def report_once(report: Report) -> None:
+    key = (id(state), "switchover report")
+    if key not in _reported:
+        _reported.add(key)
+        state.add_callback_handler(report)
+
+
+_reported: set[tuple[int, str]] = set()
+
+
 def run() -> None:
     """The switchover's steps for this host (every host of the group passes every step; hosts of
     other groups take no part)."""
+    from roles import switchover_mariadb, switchover_postgresql
+
     cfg = engine.host_config()
     new_primary = host.data.get("new_primary")
     configs = {h.name: HostConfig.from_data(h.name, h.data) for h in inventory}
@@ -231,74 +218,9 @@ def run() -> None:
         return
     group = engine.group(cfg)
     max_lag = parse_max_lag(host.data.get("max_lag"))
-    _checked(cfg, group, new_primary, max_lag)
-    old = next(m for m in group.members if m.role == "primary")
-    after = new_roles(group, new_primary)
-    me_after = after[cfg.name]
-    repl_user = render.REPLICATION_USER["mariadb"]
-    password = engine.secret(secrets.REPLICATION_PASSWORD)
-    is_old, is_new = cfg.name == old.name, cfg.name == new_primary
-    followers = [m for m in group.members if m.name != new_primary]
-    new = next(m for m in group.members if m.name == new_primary)
-
-    stop = engine.step(
-        is_old, "not the old primary", mariadb_ops.read_only, name=f"{old.name} stops taking writes", on=True
-    )
-    promote = engine.step(
-        is_new,
-        "not the new primary",
-        mariadb_topology.promote,
-        name=f"{new_primary} applies {old.name}'s last transaction and takes writes",
-        old_primary_address=old.replication_address,
-        replication_user=repl_user,
-        password=password,
-        port=render.MARIADB_PORT,
-    )
-    for follower in followers:
-        engine.step(
-            is_new,
-            "not the new primary",
-            mariadb_ops.user,
-            name=f"{repl_user}@{follower.replication_address} on {new_primary} for {follower.name}",
-            user=repl_user,
-            user_host=follower.replication_address,
-            password=password,
-        )
-        engine.step(
-            is_new,
-            "not the new primary",
-            mariadb_ops.grants,
-            name=f"Privileges of {repl_user}@{follower.replication_address} on {new_primary}",
-            user=repl_user,
-            user_host=follower.replication_address,
-            privileges=mariadb_ops.REPLICATION_PRIVILEGES,
-        )
-    # The replication account on the new primary, as every follower uses it.
-    to_new = {
-        "primary_address": new.replication_address,
-        "replication_user": repl_user,
-        "password": password,
-        "port": render.MARIADB_PORT,
-    }
-    engine.step(
-        not is_new,
-        "the new primary",
-        mariadb_topology.follow,
-        name=f"Follow {new_primary} ({new.replication_address})",
-        **to_new,
-    )
-    mariadb.role_config(me_after)
-    last = engine.step(
-        not is_new,
-        "the new primary",
-        mariadb_ops.replica,
-        name=f"Replicates from {new_primary}",
-        **to_new,
-    )
-    key = (id(state), "switchover report")
-    if key not in _reported:
-        _reported.add(key)
-        state.add_callback_handler(Report(stop._hash, promote._hash, last._hash, group, new_primary))
-
-
-_reported: set[tuple[int, str]] = set()
+    procedure = {"mariadb": switchover_mariadb, "postgresql": switchover_postgresql}.get(cfg.engine)
+    if procedure is None:
+        checked(cfg, group, new_primary, list)
+        return
+    checked(cfg, group, new_primary, lambda: procedure.live_problems(group, new_primary, max_lag))
+    procedure.steps(cfg, group, new_primary)

@@ -6,8 +6,8 @@
 
 Run with the same inventory as deploy.py, before updating it: the inventory must match the live
 topology, and the runbook prints the inventory change to make afterwards. It refuses, before any
-host is changed, when a pre-check fails (roles/switchover.py says which and why). MariaDB only
-for now.
+host is changed, when a pre-check fails (roles/switchover.py says which and why). MariaDB
+(GTID) and PostgreSQL (streaming replication) groups.
 """
 
 from roles import preflight, switchover, topology

@@ -398,6 +398,79 @@ class PostgresqlLiveRole(FactBase):
         return {"in_recovery": _bool(in_recovery), "sender": conninfo_host(conninfo)}
 
 
+class PostgresqlStandbys(FactBase):
+    """
+    On a primary: every connected walsender by the standby's application_name, its state and how
+    far its replay is behind (``replay_lag`` in seconds, 0 once caught up on an idle primary);
+    ``None`` when the server is down.
+
+    .. code:: python
+
+        {"pg2": {"state": "streaming", "replay_lag": 0.012, "client_addr": "10.99.0.22"}}
+    """
+
+    @override
+    def command(self) -> StringCommand:
+        return psql(
+            "SELECT application_name, coalesce(state, ''),"
+            " coalesce(extract(epoch FROM replay_lag), 0), coalesce(host(client_addr), '')"
+            " FROM pg_stat_replication ORDER BY application_name"
+        )
+
+    @override
+    def process(self, output: list[str]) -> dict[str, dict[str, Any]] | None:
+        rows = _rows(output)
+        if rows is None:
+            return None
+        return {
+            name: {"state": state, "replay_lag": float(lag or 0), "client_addr": addr}
+            for name, state, lag, addr in rows
+        }
+
+
+class PostgresqlControlData(FactBase):
+    """
+    What a cluster's control file says (``pg_controldata``; no server needed): its state and
+    where its latest checkpoint is, ``None`` without a cluster. A primary that was shut down
+    cleanly says "shut down"; its latest checkpoint is then its shutdown checkpoint, which a
+    standby must have replayed before it may be promoted without losing a write.
+
+    .. code:: python
+
+        {"state": "shut down", "checkpoint": "0/3000028", "timeline": 1}
+    """
+
+    @override
+    def command(self, version: str | int, data_directory: str) -> StringCommand:
+        binary = f"/usr/lib/postgresql/{version}/bin/pg_controldata"
+        return StringCommand(
+            "if [ -x",
+            QuoteString(binary),
+            "] && [ -f",
+            QuoteString(f"{data_directory}/global/pg_control"),
+            "]; then LC_ALL=C",
+            QuoteString(binary),
+            "-D",
+            QuoteString(data_directory),
+            "; fi",
+        )
+
+    @override
+    def process(self, output: list[str]) -> dict[str, Any] | None:
+        raw = {}
+        for line in output:
+            key, sep, value = line.partition(":")
+            if sep:
+                raw[key.strip()] = value.strip()
+        if "Database cluster state" not in raw:
+            return None
+        return {
+            "state": raw["Database cluster state"],
+            "checkpoint": raw.get("Latest checkpoint location", ""),
+            "timeline": int(raw.get("Latest checkpoint's TimeLineID", "0") or 0),
+        }
+
+
 def conninfo_host(conninfo: str) -> str:
     """The host= of a libpq key/value connection string ("" without one)."""
     for token in shlex.split(conninfo) if conninfo else []:

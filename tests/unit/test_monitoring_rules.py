@@ -302,13 +302,22 @@ def test_instance_regex_is_escaped_for_host_names_with_dots_and_dashes(tmp_path)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
 
 
-def test_standbys_and_replicas_come_from_the_data(fleet):
+def test_replication_rules_follow_what_the_servers_are_not_the_inventorys_roles(fleet):
     fleet["pg3"] = copy.deepcopy(fleet["pg2"])
     doc = mr.rules(configs(fleet), monitor())
+    # PostgreSQL: every host of the group, its primary too, is watched by whether it is in hot
+    # standby, and looked for among the streaming walsenders of the whole group; no standby or
+    # primary is named by the inventory.
     (streaming,) = rules_named(doc, "PostgresStandbyNotStreaming")
-    for standby in ("pg2", "pg3"):
-        assert f'instance="pg1",application_name="{standby}",state="streaming"' in streaming["expr"]
-        assert f'"standby", "{standby}"' in streaming["expr"]
+    pg = 'job="postgres",instance=~"pg1|pg2|pg3"'
+    assert f"pg_settings_in_hot_standby{{{pg}}} == 1" in streaming["expr"]
+    assert f'pg_stat_replication_pg_current_wal_lsn_bytes{{{pg},state="streaming"}}' in streaming["expr"]
+    assert "application_name=" not in streaming["expr"]
+    swapped = copy.deepcopy(fleet)  # the same hosts after a switchover to pg2
+    swapped["pg1"].update(role="replica", primary="pg2")
+    swapped["pg2"].update(role="primary", primary=None)
+    swapped["pg3"].update(primary="pg2")
+    assert rules_named(mr.rules(configs(swapped), monitor()), "PostgresStandbyNotStreaming") == [streaming]
     # MariaDB's rules watch every server by what it is (replica status, read_only), not by the
     # inventory's roles: they stay right through a switchover the inventory does not show yet.
     (stopped,) = rules_named(doc, "MariaDBReplicationStopped")
@@ -320,6 +329,64 @@ def test_standbys_and_replicas_come_from_the_data(fleet):
         for job in ("node", "mysqld" if fleet[h]["engine"] == "mariadb" else "postgres")
     }
     assert set(re.findall(r'absent\(up\{job="(\w+)",instance="(\w+)"\}\)', missing["expr"])) == expected
+
+
+def test_a_standby_is_looked_for_in_its_own_replication_group_only(fleet, tmp_path):
+    """Two PostgreSQL groups: a walsender named pg2 on a host of the other group does not make
+    pg2 streaming."""
+    fleet = {n: d for n, d in fleet.items() if d["engine"] == "postgresql"}
+    fleet["pg3"] = copy.deepcopy(fleet["pg1"]) | {"cluster": "other"}
+    fleet["pg4"] = copy.deepcopy(fleet["pg2"]) | {"primary": "pg3", "cluster": "other"}
+    path = write_rules(tmp_path, configs(fleet), monitor())
+    check(path)
+    (rule,) = rules_named(yaml.safe_load(path.read_text()), "PostgresStandbyNotStreaming")
+    assert rule["expr"].count('instance=~"pg1|pg2"') == rule["expr"].count('instance=~"pg3|pg4"') == 2
+
+    def labels(instance: str, cluster: str) -> str:
+        return (
+            f'job="postgres",instance="{instance}",engine="postgresql",cluster="{cluster}",'
+            'server="/run/postgresql:5432"'
+        )
+
+    def in_hot_standby(instance: str, cluster: str, value: int) -> dict:
+        return {
+            "series": f"pg_settings_in_hot_standby{{{labels(instance, cluster)}}}",
+            "values": f"{value}x10",
+        }
+
+    def walsender(instance: str, cluster: str, standby: str) -> dict:
+        extra = f'application_name="{standby}",client_addr="10.99.0.99",slot_name="4242",state="streaming"'
+        name = "pg_stat_replication_pg_current_wal_lsn_bytes"
+        return {"series": f"{name}{{{labels(instance, cluster)},{extra}}}", "values": "5e7+1000x10"}
+
+    firing = {"job": "postgres", "instance": "pg2", "engine": "postgresql", "cluster": "postgresql"}
+    firing |= {"server": "/run/postgresql:5432", "severity": "critical", "standby": "pg2"}
+    test = {
+        "rule_files": [RULE_FILE],
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    in_hot_standby("pg1", "postgresql", 0),
+                    in_hot_standby("pg2", "postgresql", 1),
+                    in_hot_standby("pg3", "other", 0),
+                    in_hot_standby("pg4", "other", 1),
+                    walsender("pg3", "other", "pg4"),
+                    walsender("pg3", "other", "pg2"),  # not pg2's group
+                ],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "10m",
+                        "alertname": "PostgresStandbyNotStreaming",
+                        "exp_alerts": [{"exp_labels": firing}],
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "groups.yml").write_text(yaml.safe_dump(with_annotations(test), sort_keys=False))
+    r = promtool("test", "rules", "groups.yml", cwd=tmp_path)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
 
 
 # --- alert_for and durations --------------------------------------------------------------------

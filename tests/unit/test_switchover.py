@@ -1,15 +1,18 @@
-"""The planned switchover (roles/switchover.py, roles/operations/mariadb_topology.py): its
-pre-checks refuse before any host is changed, the new roles and the inventory change it prints,
-and the commands that promote and re-point, against fact stubs."""
+"""The planned switchover (roles/switchover*.py, roles/operations/mariadb_topology.py and
+postgresql_topology.py): its pre-checks refuse before any host is changed, the new roles and the
+inventory change it prints, and the commands that promote and re-point, against fact stubs."""
+
+import shlex
 
 import pytest
 from pyinfra.api import FileUploadCommand, HiddenValue, OperationError
 from pyinfra.context import ctx_host
 
-from roles import engine, switchover
+from roles import engine, switchover, switchover_mariadb, switchover_postgresql
 from roles.facts.mariadb import MariadbReplicaStatus, MariadbVariables
+from roles.facts.postgresql import PostgresqlControlData, PostgresqlLiveRole, PostgresqlReplicationSlots
 from roles.hostdata import HostConfig
-from roles.operations import mariadb_topology as ops
+from roles.operations import mariadb_topology as ops, postgresql_topology as pg_ops
 
 from tests.unit.fact_stubs import FakeHost
 
@@ -64,10 +67,9 @@ def test_plan_refuses_a_candidate_that_is_not_a_replica_or_a_partial_limit(fleet
     assert problem.key == "new_primary" and "not a host of db1's replication group" in problem.message
 
 
-def test_plan_refuses_postgresql_for_now(fleet):
+def test_plan_takes_both_engines(fleet):
     group = group_of(fleet, "pg1")
-    [problem] = switchover.plan_problems(group.me, group, "pg2", {"pg1", "pg2"})
-    assert problem.key == "engine" and "no switchover runbook" in problem.message
+    assert switchover.plan_problems(group.me, group, "pg2", {"pg1", "pg2"}) == []
 
 
 @pytest.mark.parametrize(
@@ -81,7 +83,7 @@ def test_plan_refuses_postgresql_for_now(fleet):
     ],
 )
 def test_live_prechecks_of_the_new_primary(status, expected):
-    problems = switchover.live_problems("db2", status, 30, "10.99.0.11")
+    problems = switchover_mariadb.candidate_problems("db2", status, 30, "10.99.0.11")
     assert len(problems) == len(expected)
     for problem, text in zip(problems, expected, strict=True):
         assert text in problem.message
@@ -162,3 +164,174 @@ def test_max_lag_argument_defaults_or_is_refused_by_name():
     assert switchover.parse_max_lag("5") == 5
     with pytest.raises(PyinfraError, match="max_lag = 'soon': not a whole number of seconds"):
         switchover.parse_max_lag("soon")
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------------
+
+STREAMING = {"pg2": {"state": "streaming", "replay_lag": 0.2, "client_addr": "10.99.0.22"}}
+STANDBY = {"in_recovery": True, "sender": "10.99.0.21"}
+
+
+@pytest.mark.parametrize(
+    "live, standbys, expected",
+    [
+        (STANDBY, STREAMING, []),
+        (None, None, []),  # reported once, as a host that does not answer
+        ({"in_recovery": False, "sender": ""}, STREAMING, ["not in recovery, not a standby of 10.99.0.21"]),
+        ({"in_recovery": True, "sender": "10.99.0.99"}, STREAMING, ["streams from 10.99.0.99"]),
+        (STANDBY, {}, ["does not stream from the primary (no walsender)"]),
+        (STANDBY, {"pg2": {**STREAMING["pg2"], "state": "catchup"}}, ["(catchup)"]),
+        (STANDBY, {"pg2": {**STREAMING["pg2"], "replay_lag": 45.0}}, ["the new primary is 45.0 s behind"]),
+    ],
+)
+def test_postgresql_live_prechecks_of_the_new_primary(live, standbys, expected):
+    problems = switchover_postgresql.candidate_problems("pg2", live, standbys, 30, "10.99.0.21")
+    assert len(problems) == len(expected)
+    for problem, text in zip(problems, expected, strict=True):
+        assert text in problem.message
+
+
+SHUT_DOWN = {"state": "shut down", "checkpoint": "0/5000028", "timeline": 1}
+RUNNING = {"state": "in production", "checkpoint": "0/4000060", "timeline": 1}
+DATA = "/datastore/postgresql/15/main"
+
+
+@pytest.fixture
+def executing(monkeypatch):
+    """The operations as pyinfra's execution stage runs them (not --dry's planning)."""
+    from types import SimpleNamespace
+
+    state = SimpleNamespace(is_executing=True)
+    monkeypatch.setattr(pg_ops, "state", state)
+    return state
+
+
+@pytest.fixture
+def old_primary(monkeypatch):
+    """The old primary as another host of the inventory, its control file stubbed."""
+    from types import SimpleNamespace
+
+    old = FakeHost({PostgresqlControlData: SHUT_DOWN})
+    monkeypatch.setattr(pg_ops, "inventory", SimpleNamespace(get_host=lambda name: old))
+    return old
+
+
+def test_shut_down_stops_a_running_primary_and_checks_its_control_file(executing):
+    commands, _, _ = run(pg_ops.shut_down, {PostgresqlControlData: RUNNING}, **PG_CLUSTER)
+    assert commands[0] == "systemctl stop postgresql@15-main.service"
+    assert f"pg_controldata -D {DATA}" in commands[1] and "shut down$'" in commands[1]
+
+
+def test_shut_down_is_a_no_op_once_shut_down_and_refuses_a_standby(executing):
+    commands, _, host = run(pg_ops.shut_down, {PostgresqlControlData: SHUT_DOWN}, **PG_CLUSTER)
+    assert commands == [] and "0/5000028" in host.noops[0]
+    with pytest.raises(OperationError, match="'in archive recovery', not a running primary"):
+        run(
+            pg_ops.shut_down,
+            {PostgresqlControlData: {**RUNNING, "state": "in archive recovery"}},
+            **PG_CLUSTER,
+        )
+
+
+PROMOTE = {"old_primary": "pg1", "old_data_directory": DATA, "version": 15}
+
+
+def test_promote_waits_for_the_shutdown_checkpoint_then_promotes(executing, old_primary):
+    commands, _, _ = run(pg_ops.promote, {PostgresqlLiveRole: STANDBY}, **PROMOTE)
+    wait, promote, forget = commands
+    assert "SELECT pg_last_wal_replay_lsn() > " in wait and "0/5000028" in wait and "seq 60" in wait
+    assert "pg_promote(true, 60)" in promote and "exit 1" in promote
+    assert "ALTER SYSTEM RESET primary_conninfo" in forget and "pg_reload_conf()" in forget
+
+
+def test_promote_refuses_while_the_old_primary_is_not_shut_down(executing, old_primary):
+    old_primary.facts[PostgresqlControlData] = RUNNING
+    with pytest.raises(OperationError, match="pg1 is 'in production', not shut down cleanly"):
+        run(pg_ops.promote, {PostgresqlLiveRole: STANDBY}, **PROMOTE)
+
+
+def test_promote_plans_under_dry_before_the_old_primary_stops(executing, old_primary):
+    executing.is_executing = False
+    old_primary.facts[PostgresqlControlData] = RUNNING
+    commands, _, _ = run(pg_ops.promote, {PostgresqlLiveRole: STANDBY}, **PROMOTE)
+    assert "<its shutdown checkpoint>" in commands[0]
+
+
+def test_promote_is_a_no_op_on_a_primary(executing, old_primary):
+    commands, _, host = run(
+        pg_ops.promote, {PostgresqlLiveRole: {"in_recovery": False, "sender": ""}}, **PROMOTE
+    )
+    assert commands == [] and host.noops
+
+
+PG_CLUSTER = {"version": 15, "cluster_name": "main", "data_directory": DATA}
+FOLLOW = {
+    **PG_CLUSTER,
+    "primary_address": "10.99.0.22",
+    "slot": "pg1",
+    "application_name": "pg1",
+    "passfile": "/var/lib/postgresql/.pgpass",
+    "replication_user": "replicator",
+    "stale_slots": ["pg1", "pg2"],
+}
+WANTED = "user=replicator passfile=/var/lib/postgresql/.pgpass host=10.99.0.22 port=5432 application_name=pg1"
+
+
+def test_follow_turns_a_cleanly_shut_down_primary_into_a_standby_and_drops_its_slots(executing):
+    facts = {
+        PostgresqlLiveRole: None,
+        PostgresqlControlData: SHUT_DOWN,
+        PostgresqlReplicationSlots: {"pg2": {"type": "physical", "active": False}},
+    }
+    commands, _, _ = run(pg_ops.follow, facts, **FOLLOW)
+    write, start, drop = commands
+    assert f"{DATA}/postgresql.auto.conf" in write and f"{DATA}/standby.signal" in write
+    assert f"primary_conninfo = '{WANTED}'\nprimary_slot_name = 'pg1'\n" in shlex.split(write)
+    assert start == "systemctl start postgresql@15-main.service"
+    [sql] = [token for token in shlex.split(drop) if "pg_drop_replication_slot" in token]
+    assert "NOT active AND slot_name IN ('pg2')" in sql
+
+
+def test_follow_repoints_a_running_standby_with_a_reload(executing):
+    facts = {PostgresqlLiveRole: STANDBY, PostgresqlReplicationSlots: {}}
+    commands, _, _ = run(pg_ops.follow, facts, **FOLLOW)
+    [alter] = commands
+    assert "ALTER SYSTEM SET primary_conninfo" in alter and "10.99.0.22" in alter
+    assert "pg_reload_conf()" in alter
+
+
+def test_follow_is_a_no_op_on_a_standby_of_the_new_primary(executing):
+    facts = {
+        PostgresqlLiveRole: {"in_recovery": True, "sender": "10.99.0.22"},
+        PostgresqlReplicationSlots: {},
+    }
+    commands, _, host = run(pg_ops.follow, facts, **FOLLOW)
+    assert commands == [] and host.noops
+
+
+@pytest.mark.parametrize(
+    "live, control, match",
+    [
+        ({"in_recovery": False, "sender": ""}, None, "a running primary"),
+        (None, RUNNING, "'in production', not shut down cleanly"),
+        (None, None, "'no cluster'"),
+    ],
+)
+def test_follow_refuses_what_it_cannot_turn_into_a_standby(executing, live, control, match):
+    with pytest.raises(OperationError, match=match):
+        run(pg_ops.follow, {PostgresqlLiveRole: live, PostgresqlControlData: control}, **FOLLOW)
+
+
+def test_controldata_fact_parses_the_state_and_checkpoint():
+    output = [
+        "pg_control version number:            1300",
+        "Database cluster state:               shut down",
+        "Latest checkpoint location:           0/5000028",
+        "Latest checkpoint's TimeLineID:       2",
+    ]
+    assert PostgresqlControlData().process(output) == {
+        "state": "shut down",
+        "checkpoint": "0/5000028",
+        "timeline": 2,
+    }
+    assert PostgresqlControlData().process([]) is None
