@@ -17,14 +17,14 @@ import ipaddress
 from pyinfra.api import deploy
 from pyinfra.operations import files, mysql
 
-from roles import engine, monitoring, render, secrets
+from roles import engine, fencing, monitoring, render, secrets
 from roles.hostdata import HostConfig
 from roles.operations import mariadb as mariadb_ops, units
 
 CONFIG = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
 # What follows the role (read_only), apart: a switchover rewrites it and applies it live, and the
 # server keeps running (a changed CONFIG takes a restart; this file never does).
-ROLE_CONFIG = "/etc/mysql/mariadb.conf.d/91-dbzfs-role.cnf"
+ROLE_CONFIG = render.MARIADB_ROLE_CONFIG
 DROP_IN = "/etc/systemd/system/mariadb.service.d/dbzfs-zfs.conf"
 PACKAGES = ["mariadb-server", "mariadb-client"]
 SERVICE = "mariadb.service"
@@ -80,7 +80,7 @@ def role_config(cfg: HostConfig) -> None:
 
 
 @deploy("MariaDB directories and config")
-def config(cfg: HostConfig, context: dict) -> None:
+def config(cfg: HostConfig, group: engine.Group, context: dict) -> None:
     paths = context["paths"]
     for key in ("redo_dir", "binlog_dir", "relay_dir"):
         files.directory(
@@ -89,6 +89,7 @@ def config(cfg: HostConfig, context: dict) -> None:
     engine.config_file("my.cnf.j2", context, CONFIG, check=CONFIG_CHECK, checker=SERVER_BINARY)
     role_config(cfg)
     engine.text_file(systemd_drop_in(cfg), DROP_IN, name=f"{DROP_IN}: after the ZFS mounts")
+    fencing.place(cfg, group, SERVICE)
 
 
 @deploy("MariaDB server")
@@ -109,20 +110,22 @@ def accounts(cfg: HostConfig, group: engine.Group) -> None:
     """On the primary only: they replicate. A write on a replica would put a local GTID into its
     binlog and break gtid_strict_mode replication."""
     mariadb_ops.no_insecure_accounts(name="No anonymous or remote root accounts")
+    # The replication account for every member, the primary's own address included: any member
+    # may replicate from any other after a switchover, and the fence check asks peers with it.
     repl_user = render.REPLICATION_USER["mariadb"]
-    replicas = group.replicas
-    repl_password = engine.secret(secrets.REPLICATION_PASSWORD) if replicas else None
-    for replica in replicas:
+    members = [m for m in group.members if m.replication_address]
+    repl_password = engine.secret(secrets.REPLICATION_PASSWORD) if len(members) > 1 else None
+    for member in members if repl_password else []:
         mariadb_ops.user(
-            name=f"{repl_user}@{replica.replication_address} for {replica.name}",
+            name=f"{repl_user}@{member.replication_address} for {member.name}",
             user=repl_user,
-            user_host=replica.replication_address,
+            user_host=member.replication_address,
             password=repl_password,
         )
         mariadb_ops.grants(
-            name=f"Privileges of {repl_user}@{replica.replication_address}",
+            name=f"Privileges of {repl_user}@{member.replication_address}",
             user=repl_user,
-            user_host=replica.replication_address,
+            user_host=member.replication_address,
             privileges=mariadb_ops.REPLICATION_PRIVILEGES,
         )
     for db in cfg.databases:
@@ -166,7 +169,7 @@ def server() -> None:
     cfg = engine.host_config()
     group = engine.group(cfg)
     context = render.mariadb_context(cfg, engine.sized_for_this_host(cfg))
-    config(cfg, context)
+    config(cfg, group, context)
     monitoring.before_install(cfg)
     install(cfg)
     if cfg.role == "primary":

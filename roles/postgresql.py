@@ -15,7 +15,7 @@ from pyinfra.api import HiddenValue, deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
-from roles import engine, monitoring, render, secrets
+from roles import engine, fencing, monitoring, render, secrets
 from roles.hostdata import HostConfig
 from roles.operations import common, postgresql as pg, units
 
@@ -25,7 +25,7 @@ CONFIG_DIR = f"/etc/postgresql/{VERSION}/{CLUSTER}"
 UNIT = pg.unit(VERSION, CLUSTER)
 REPLICATION_USER = render.REPLICATION_USER["postgresql"]
 HOME = "/var/lib/postgresql"
-PASSFILE = f"{HOME}/.pgpass"  # the standby's walreceiver reads it (primary_conninfo names it)
+PASSFILE = render.PG_PASSFILE  # the walreceiver reads it (primary_conninfo names it), and the fence
 DROPIN = f"/etc/systemd/system/{UNIT}.d/zfs.conf"
 CREATECLUSTER_DROPIN = "/etc/postgresql-common/createcluster.d/dbzfs.conf"
 SERVER_BINARY = f"/usr/lib/postgresql/{VERSION}/bin/postgres"
@@ -49,7 +49,7 @@ def passfile_content() -> HiddenValue:
 
 
 @deploy("Install PostgreSQL")
-def install(cfg: HostConfig) -> None:
+def install(cfg: HostConfig, group: engine.Group) -> None:
     # Debian would create 15/main in /var/lib/postgresql when postgresql-15 is installed; the
     # cluster is created on the datasets instead. postgresql-common's createcluster.conf reads
     # createcluster.d/, so the setting is in place before the one install of every package.
@@ -66,6 +66,7 @@ def install(cfg: HostConfig) -> None:
         + monitoring.packages(cfg),
     )
     engine.text_file(dropin_text(cfg), DROPIN, name=f"{UNIT} after the ZFS mounts")
+    fencing.place(cfg, group, UNIT)
     common.unit_files_loaded(name="systemd re-reads the unit", unit_name=UNIT)
 
 
@@ -171,32 +172,25 @@ def primary(cfg: HostConfig, group: engine.Group, paths: dict) -> None:
         )
 
 
+@deploy("Replication password file")
+def passfile() -> None:
+    """Every member holds it: a standby streams with it, and the fence check asks peers with it."""
+    files.directory(name=f"{HOME} (postgres' home)", path=HOME, user="postgres", group="postgres", mode="755")
+    common.secret_file(
+        name=f"{PASSFILE} (replication password, 0600)",
+        path=PASSFILE,
+        content=passfile_content(),
+        user="postgres",
+        group="postgres",
+        mode="600",
+    )
+
+
 @deploy("PostgreSQL standby")
 def standby(cfg: HostConfig, group: engine.Group, paths: dict) -> None:
     is_standby = cfg.role == "replica"
     why_not = "not a standby"
     source = group.source() if is_standby else None
-    engine.step(
-        is_standby,
-        why_not,
-        files.directory,
-        name=f"{HOME} (postgres' home)",
-        path=HOME,
-        user="postgres",
-        group="postgres",
-        mode="755",
-    )
-    engine.step(
-        is_standby,
-        why_not,
-        common.secret_file,
-        name=f"{PASSFILE} (replication password, 0600)",
-        path=PASSFILE,
-        content=passfile_content() if is_standby else None,
-        user="postgres",
-        group="postgres",
-        mode="600",
-    )
     engine.step(
         is_standby,
         why_not,
@@ -241,7 +235,8 @@ def server() -> None:
     group = engine.group(cfg)
     paths = render.postgresql_paths(cfg)
     monitoring.before_install(cfg)
-    install(cfg)
+    install(cfg, group)
+    passfile()
     # Every host passes every step (engine.step): primary first, then standbys, then the check.
     primary(cfg, group, paths)
     if cfg.role == "primary":

@@ -5,6 +5,7 @@ The logic (which value, which role) lives here; templates/ only lay the values o
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -23,6 +24,10 @@ MONITORING_USER = "prometheus"
 MARIADB_PORT = 3306
 INNODB_PAGE = 16 * 1024  # innodb_page_size, MariaDB's default (not overridable here)
 PG_PORT = 5432
+PG_PASSFILE = "/var/lib/postgresql/.pgpass"  # the replication password, for standbys and the fence
+MARIADB_ROLE_CONFIG = "/etc/mysql/mariadb.conf.d/91-dbzfs-role.cnf"
+MARIADB_PEERS_CLIENT = "/etc/mysql/dbzfs-peers.cnf"  # the replication account, for the fence (0600)
+FENCE_CHECK = "/usr/local/sbin/dbzfs-fence-check"
 
 MARIADB_SIZE_KEYS = {"innodb_buffer_pool_size", "innodb_log_file_size", "innodb_log_buffer_size"}
 PG_SIZE_KEYS = {
@@ -43,6 +48,7 @@ _env = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+_env.filters["shquote"] = shlex.quote
 
 
 def mariadb_size(value: int) -> str:
@@ -196,6 +202,35 @@ def after_zfs_mounts(cfg: HostConfig, managed_by: str, why: str) -> str:
     )
 
 
+def fence_context(cfg: HostConfig, peers: Iterable[HostConfig]) -> dict:
+    """The fence check's peers (every other member of the group with an address) and how to ask
+    them whether they take writes."""
+    context = {
+        "host": cfg.name,
+        "engine": cfg.engine,
+        "replication_user": REPLICATION_USER[cfg.engine],
+        "peers": [
+            {"name": p.name, "address": p.replication_address}
+            for p in peers
+            if p.name != cfg.name and p.replication_address
+        ],
+    }
+    if cfg.engine == "postgresql":
+        paths = postgresql_paths(cfg)
+        context.update(port=PG_PORT, data_directory=paths["data_directory"], passfile=PG_PASSFILE)
+    else:
+        context.update(port=MARIADB_PORT, role_config=MARIADB_ROLE_CONFIG, client_file=MARIADB_PEERS_CLIENT)
+    return context
+
+
+def fence_dropin() -> str:
+    return (
+        "# Managed by dbzfs (roles/fencing.py): never start as a primary while a peer takes writes.\n"
+        "[Service]\n"
+        f"ExecStartPre=+{FENCE_CHECK}\n"
+    )
+
+
 def render(template: str, context: dict) -> str:
     return _env.get_template(template).render(**context)
 
@@ -210,4 +245,6 @@ def render_host(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfig] = ()
     elif cfg.engine == "postgresql":
         files["postgresql.conf.j2"] = render("postgresql.conf.j2", postgresql_context(cfg, sized, peers))
         files["pg_hba.conf.j2"] = render("pg_hba.conf.j2", pg_hba_context(cfg, peers))
+    if cfg.engine in ("mariadb", "postgresql"):
+        files["fence-check.sh.j2"] = render("fence-check.sh.j2", fence_context(cfg, peers))
     return files

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from roles import mariadb, monitoring, monitoring_rules, postgresql, render
+from roles import fencing, mariadb, monitoring, monitoring_rules, postgresql, render
 from roles.hostdata import HostConfig
 from roles.validation import load_inventory_isolated
 
@@ -19,6 +19,7 @@ ON_HOST = {
     "mariadb-role.cnf.j2": mariadb.ROLE_CONFIG,
     "postgresql.conf.j2": f"{postgresql.CONFIG_DIR}/postgresql.conf",
     "pg_hba.conf.j2": f"{postgresql.CONFIG_DIR}/pg_hba.conf",
+    "fence-check.sh.j2": render.FENCE_CHECK,
 }
 
 
@@ -33,8 +34,10 @@ def offline_files(inventory) -> dict[str, dict[str, str]]:
         files = {ON_HOST[t]: text for t, text in render.render_host(cfg, cfg.sizing(), peers).items()}
         if cfg.engine == "mariadb":
             files[mariadb.DROP_IN] = mariadb.systemd_drop_in(cfg)
+            files[fencing.dropin_path(mariadb.SERVICE)] = render.fence_dropin()
         else:
             files[postgresql.DROPIN] = postgresql.dropin_text(cfg)
+            files[fencing.dropin_path(postgresql.UNIT)] = render.fence_dropin()
         files.update(monitoring.units_text(cfg))
         files[monitoring.COLLECTOR] = monitoring.COLLECTOR_SOURCE.read_text()
         if cfg.prometheus_server:

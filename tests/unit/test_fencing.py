@@ -1,0 +1,118 @@
+"""The fence check (templates/fence-check.sh.j2, roles/fencing.py): rendered for each engine, run
+by bash with stand-in psql / mariadb clients that answer as the peers would, it lets a standby or
+a read-only server start, lets a primary start while no peer takes writes (or none answers), and
+refuses a primary while a peer takes writes, naming the peer and the way back."""
+
+import os
+import subprocess
+
+import pytest
+
+from roles import fencing, render
+from roles.hostdata import HostConfig
+
+
+def configs(fleet, engine):
+    return [HostConfig.from_data(n, d) for n, d in fleet.items() if d["engine"] == engine]
+
+
+def script(fleet, engine, name, **override):
+    members = configs(fleet, engine)
+    cfg = next(m for m in members if m.name == name)
+    context = {**render.fence_context(cfg, members), **override}
+    return render.render("fence-check.sh.j2", context)
+
+
+def run(tmp_path, text, client, answers):
+    """Run the check with `client` (psql or mariadb) on PATH answering `answers[address]` (an
+    address missing from it does not answer)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    cases = "".join(f"    *{address}*) echo {answer};;\n" for address, answer in answers.items())
+    (bin_dir / client).write_text(f'#!/bin/bash\ncase "$*" in\n{cases}    *) exit 2;;\nesac\n')
+    (bin_dir / client).chmod(0o755)
+    path = tmp_path / "fence-check"
+    path.write_text(text)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(path)], capture_output=True, text=True, env=env, timeout=30)
+
+
+def test_every_rendering_is_valid_bash(fleet):
+    for engine, name in (
+        ("postgresql", "pg1"),
+        ("postgresql", "pg2"),
+        ("mariadb", "db1"),
+        ("mariadb", "db2"),
+    ):
+        r = subprocess.run(["bash", "-n", "-c", script(fleet, engine, name)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture
+def pg_data(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    return data
+
+
+def test_postgresql_primary_refuses_to_start_while_a_peer_is_a_primary(fleet, tmp_path, pg_data):
+    text = script(fleet, "postgresql", "pg1", data_directory=str(pg_data))
+    r = run(tmp_path, text, "psql", {"10.99.0.22": "off"})
+    assert r.returncode == 1
+    assert "pg1 refuses to start as a primary: pg2 (10.99.0.22) takes writes" in r.stderr
+    assert "runbooks/seed.py --data replica=pg1 --data wipe=pg1" in r.stderr
+
+
+@pytest.mark.parametrize("answers", [{"10.99.0.22": "on"}, {}])
+def test_postgresql_primary_starts_when_no_peer_takes_writes_or_none_answers(
+    fleet, tmp_path, pg_data, answers
+):
+    text = script(fleet, "postgresql", "pg1", data_directory=str(pg_data))
+    assert run(tmp_path, text, "psql", answers).returncode == 0
+
+
+def test_postgresql_standby_always_starts(fleet, tmp_path, pg_data):
+    (pg_data / "standby.signal").touch()
+    text = script(fleet, "postgresql", "pg2", data_directory=str(pg_data))
+    assert run(tmp_path, text, "psql", {"10.99.0.21": "off"}).returncode == 0
+
+
+def test_postgresql_check_asks_a_walsender_with_the_passfile(fleet, pg_data):
+    text = script(fleet, "postgresql", "pg1", data_directory=str(pg_data))
+    assert "PGPASSFILE=/var/lib/postgresql/.pgpass" in text and "replication=true" in text
+    assert "SHOW in_hot_standby" in text and "10.99.0.22" in text and "10.99.0.21" not in text
+
+
+@pytest.mark.parametrize(
+    "role_file, peer, code",
+    [
+        ("read_only                      = OFF\n", "0", 1),  # a primary while db2 takes writes
+        ("read_only                      = OFF\n", "1", 0),  # db2 is read-only
+        ("read_only                      = OFF\n", None, 0),  # db2 does not answer
+        ("read_only                      = ON\n", "0", 0),  # a replica starts read-only anyway
+    ],
+)
+def test_mariadb_fence_follows_the_role_file_and_the_peers(fleet, tmp_path, role_file, peer, code):
+    role = tmp_path / "91-dbzfs-role.cnf"
+    role.write_text("[mysqld]\n" + role_file)
+    text = script(fleet, "mariadb", "db1", role_config=str(role))
+    r = run(tmp_path, text, "mariadb", {"10.99.0.12": peer} if peer is not None else {})
+    assert r.returncode == code, r.stderr
+    if code:
+        assert "db1 refuses to start as a primary: db2 (10.99.0.12) takes writes" in r.stderr
+
+
+def test_mariadb_without_a_role_file_starts(fleet, tmp_path):
+    text = script(fleet, "mariadb", "db1", role_config=str(tmp_path / "missing.cnf"))
+    assert run(tmp_path, text, "mariadb", {"10.99.0.12": "0"}).returncode == 0
+
+
+def test_the_drop_in_runs_the_check_as_root_before_start():
+    text = render.fence_dropin()
+    assert "[Service]\nExecStartPre=+/usr/local/sbin/dbzfs-fence-check\n" in text
+    assert fencing.dropin_path("mariadb.service") == "/etc/systemd/system/mariadb.service.d/dbzfs-fence.conf"
+
+
+def test_mariadb_client_file_quotes_the_password():
+    text = fencing.mariadb_client_text('p"w#d')
+    assert text.startswith("[client]\nuser = replicator\npassword = ") and "p" in text
