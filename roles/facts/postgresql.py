@@ -428,6 +428,38 @@ class PostgresqlStandbys(FactBase):
         }
 
 
+class PostgresqlStandbyPosition(FactBase):
+    """
+    How far a standby has received and replayed WAL, and its WAL receiver's status; ``None``
+    when the server does not answer. A failover promotes the standby that received the most.
+
+    .. code:: python
+
+        {"in_recovery": True, "received": "0/5000148", "replayed": "0/5000148", "status": ""}
+    """
+
+    @override
+    def command(self) -> StringCommand:
+        return psql(
+            "SELECT pg_is_in_recovery(), coalesce(pg_last_wal_receive_lsn()::text, ''),"
+            " coalesce(pg_last_wal_replay_lsn()::text, ''),"
+            " coalesce((SELECT status FROM pg_stat_wal_receiver), '')"
+        )
+
+    @override
+    def process(self, output: list[str]) -> dict[str, Any] | None:
+        rows = _rows(output)
+        if not rows:
+            return None
+        in_recovery, received, replayed, status = rows[-1]
+        return {
+            "in_recovery": _bool(in_recovery),
+            "received": received,
+            "replayed": replayed,
+            "status": status,
+        }
+
+
 class PostgresqlControlData(FactBase):
     """
     What a cluster's control file says (``pg_controldata``; no server needed): its state and

@@ -119,3 +119,40 @@ def follow(
         "MASTER_USE_GTID=slave_pos;\n"
         "START SLAVE;\n",
     )
+
+
+@operation()
+def take_over(timeout: int = 60) -> Generator[StringCommand, None, None]:
+    """
+    Make this replica the primary after its primary is gone (a failover): apply every
+    transaction it received (its relay log, up to ``Gtid_IO_Pos``; at most `timeout` seconds),
+    then ``STOP SLAVE; RESET SLAVE ALL`` and ``read_only = OFF``. Refuses while its IO thread
+    still receives from the primary: a primary that answers is switched over, not failed over.
+    """
+    status = host.get_fact(MariadbReplicaStatus)
+    if status is None:
+        raise OperationError(f"{host.name}: MariaDB does not answer; nothing was promoted")
+    if not status:
+        live = host.get_fact(MariadbVariables, names=["read_only"]) or {}
+        if live.get("read_only") == "OFF":
+            host.noop("already the primary: replicates from nobody and takes writes")
+            return
+        raise OperationError(f"{host.name}: replicates from nobody and is read-only; nothing was promoted")
+    if status.get("Slave_IO_Running") == "Yes":
+        raise OperationError(
+            f"{host.name}: still receives from {status.get('Master_Host')}: the primary is not gone; "
+            "use runbooks/switchover.py"
+        )
+    fail = "{ printf '%s\\n' \"$msg\" >&2; exit 1; }"
+    yield StringCommand(
+        "pos=$(mariadb -E -e 'SHOW SLAVE STATUS' | sed -n 's/^ *Gtid_IO_Pos: *//p');",
+        'msg="unexpected received GTID position: $pos";',
+        f'case "$pos" in *[!0-9,-]*) {fail};; esac;',
+        "waited=$(mariadb -NB -e \"SELECT MASTER_GTID_WAIT('$pos', " + str(int(timeout)) + ')");',
+        f'msg="did not apply what it received ($pos) within {int(timeout)} s '
+        '(MASTER_GTID_WAIT: $waited); nothing was promoted";',
+        f'[ "$waited" = 0 ] || {fail};',
+        'echo "applied everything it received: $pos"',
+        _shell_executable="bash",
+    )
+    yield run_sql("STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF")

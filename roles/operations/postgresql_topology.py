@@ -18,7 +18,12 @@ from collections.abc import Generator, Iterable
 from pyinfra import host, inventory, state
 from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 
-from roles.facts.postgresql import PostgresqlControlData, PostgresqlLiveRole, PostgresqlReplicationSlots
+from roles.facts.postgresql import (
+    PostgresqlControlData,
+    PostgresqlLiveRole,
+    PostgresqlReplicationSlots,
+    PostgresqlWalReceiver,
+)
 from roles.operations.postgresql import psql_command, quote_literal, unit
 
 CONTROLDATA = "/usr/lib/postgresql/{version}/bin/pg_controldata"
@@ -117,6 +122,11 @@ def promote(
         "echo",
         QuoteString(f"replayed {old_primary}'s shutdown checkpoint {checkpoint}"),
     )
+    yield from _promote()
+
+
+def _promote() -> Generator[StringCommand, None, None]:
+    """pg_promote, then the standby forgets its old primary_conninfo."""
     yield StringCommand(
         '[ "$(',
         psql_command("SELECT pg_promote(true, 60)"),
@@ -129,6 +139,42 @@ def promote(
         "-c 'ALTER SYSTEM RESET primary_slot_name'",
         "-c 'SELECT pg_reload_conf()'",
     )
+
+
+@operation()
+def take_over(timeout: int = 60) -> Generator[StringCommand, None, None]:
+    """
+    Promote this standby after its primary is gone (a failover): replay everything it received
+    (at most `timeout` seconds), then promote. Refuses while its WAL receiver still streams: a
+    primary that answers is switched over, not failed over.
+    """
+    state_now = host.get_fact(PostgresqlWalReceiver)
+    if state_now is None:
+        raise OperationError(f"{host.name}: PostgreSQL does not answer; nothing was promoted")
+    if not state_now["in_recovery"]:
+        host.noop("already the primary: not in recovery")
+        return
+    if state_now["status"] == "streaming":
+        raise OperationError(
+            f"{host.name}: still streams from {state_now['sender_host']}: the primary is not gone; "
+            "use runbooks/switchover.py"
+        )
+    replayed = (
+        "SELECT pg_last_wal_receive_lsn() IS NULL OR pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()"
+    )
+    message = f"{host.name} did not replay what it received within {int(timeout)} s; nothing was promoted"
+    yield StringCommand(
+        f"for i in $(seq {int(timeout)}); do",
+        '[ "$(',
+        psql_command(replayed),
+        ')" = t ] && break;',
+        f"[ $i = {int(timeout)} ] &&",
+        "{ echo",
+        QuoteString(message),
+        ">&2; exit 1; };",
+        "sleep 1; done",
+    )
+    yield from _promote()
 
 
 @operation()
