@@ -78,6 +78,7 @@ MODULE_ORDER = [
     "test_config_check.py",
     "test_topology.py",
     "test_switchover.py",
+    "test_failover.py",
     "test_idempotence.py",
     "test_safety.py",
 ]
