@@ -224,8 +224,13 @@ def fence_context(cfg: HostConfig, peers: Iterable[HostConfig]) -> dict:
 
 
 def fence_dropin() -> str:
+    # After network-online: a peer asked before the replication network is up would not answer,
+    # and a peer that does not answer does not fence.
     return (
         "# Managed by dbzfs (roles/fencing.py): never start as a primary while a peer takes writes.\n"
+        "[Unit]\n"
+        "Wants=network-online.target\n"
+        "After=network-online.target\n"
         "[Service]\n"
         f"ExecStartPre=+{FENCE_CHECK}\n"
     )
