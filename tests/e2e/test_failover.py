@@ -91,6 +91,35 @@ def runbook(lab, deploy, *data, inventory=None):
     return result, result.stdout + result.stderr
 
 
+# The current ways to build a replica from a primary that holds data, over the same network and
+# the same data, measured from the re-seeded host: bytes that cross the network and seconds.
+CURRENT_WAY = {
+    "db1": "mariadb-dump --defaults-extra-file=/etc/mysql/dbzfs-peers.cnf -h 10.99.0.12 "
+    "--single-transaction --master-data=1 --gtid --all-databases --routines --events --triggers",
+    "pg1": "runuser -u postgres -- env PGPASSFILE=/var/lib/postgresql/.pgpass pg_basebackup "
+    "-h 10.99.0.22 -U replicator -w -D - -Ft -X fetch -c fast",
+}
+
+
+def compare_with_the_current_way(lab, seeds, timings):
+    for name, command in CURRENT_WAY.items():
+        out = lab.check(
+            name,
+            f"cd /tmp && set -o pipefail && start=$(date +%s%N) && bytes=$({command} | wc -c) && "
+            'echo "$bytes $(( ($(date +%s%N) - start) / 1000000 ))"',
+        )
+        size, millis = out.split()[-2:]
+        seconds = int(millis) / 1000
+        way = "mariadb-dump" if name == "db1" else "pg_basebackup"
+        timings[f"{name}: {way} of the same data: MB over the network"] = int(size) / 1e6
+        timings[f"{name}: {way} of the same data: seconds"] = float(seconds)
+        found = re.findall(r"([0-9.]+) MB in ([0-9.]+) s", seeds[name][1])
+        assert found, seeds[name][1][-3000:]
+        timings[f"{name}: snapshot seed: MB over the network (full + incremental)"] = sum(
+            float(mb) for mb, _ in found
+        )
+
+
 def test_failover_of_both_primaries_fence_reseed_and_back(converged, timings):
     lab = converged
     # Data to seed from, and the clients.
@@ -160,6 +189,7 @@ def test_failover_of_both_primaries_fence_reseed_and_back(converged, timings):
         seeds[replica] = (time.monotonic() - t0, output)
         timings[f"seed {replica} from a snapshot (runbook)"] = seeds[replica][0]
     assert_changed_nothing(lab.pyinfra(inventory=SWITCHED))
+    compare_with_the_current_way(lab, seeds, timings)
 
     # Back to the lab's roles.
     for new in ("db1", "pg1"):
