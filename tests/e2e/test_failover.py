@@ -113,10 +113,13 @@ def compare_with_the_current_way(lab, seeds, timings):
         way = "mariadb-dump" if name == "db1" else "pg_basebackup"
         timings[f"{name}: {way} of the same data: MB over the network"] = int(size) / 1e6
         timings[f"{name}: {way} of the same data: seconds"] = float(seconds)
-        found = re.findall(r"([0-9.]+) MB in ([0-9.]+) s", seeds[name][1])
+        found = re.findall(r"send: ([0-9]+) bytes \(([0-9.]+) MiB\) in ([0-9.]+) s", seeds[name][1])
         assert found, seeds[name][1][-3000:]
-        timings[f"{name}: snapshot seed: MB over the network (full + incremental)"] = sum(
-            float(mb) for mb, _ in found
+        timings[f"{name}: snapshot seed: MB over the network (full + incremental)"] = (
+            sum(int(size) for size, _, _ in found) / 1e6
+        )
+        timings[f"{name}: snapshot seed: seconds of sending (full + incremental)"] = sum(
+            float(s) for _, _, s in found
         )
 
 
