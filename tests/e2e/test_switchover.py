@@ -64,7 +64,7 @@ def sql(lab, name, statement):
 def acked(lab):
     return [
         line.split()
-        for line in lab.check("db1", "cat /root/writer.log").splitlines()
+        for line in lab.check("db1", "cat /root/writer.log 2>/dev/null || true").splitlines()
         if line.startswith("ok ")
     ]
 
@@ -195,7 +195,7 @@ def psql(lab, name, statement, database="app"):
 def pg_acked(lab):
     return [
         line.split()
-        for line in lab.check("pg1", "cat /root/pgwriter.log").splitlines()
+        for line in lab.check("pg1", "cat /root/pgwriter.log 2>/dev/null || true").splitlines()
         if line.startswith("ok ")
     ]
 
