@@ -171,13 +171,14 @@ def test_root_authenticates_through_the_unix_socket_only(host):
 
 
 def test_replication_accounts(host, cfg, peers):
-    """One account per replica, from that replica's address only, with what replicating and
-    seeding need. Accounts replicate, so every member of the group has them."""
+    """One account per member of the group (any member may replicate from any other after a
+    switchover, and the fence check asks peers with it), each from that member's address only,
+    with what replicating and seeding need. Accounts replicate, so every member has them all."""
     users = fact(host, MariadbUsers)
     name = render.REPLICATION_USER["mariadb"]
-    replicas = [p for p in peers if p.role == "replica"]
-    assert sorted(h for (u, h) in users if u == name) == sorted(p.replication_address for p in replicas)
-    for p in replicas:
+    members = [p for p in peers if p.replication_address]
+    assert sorted(h for (u, h) in users if u == name) == sorted(p.replication_address for p in members)
+    for p in members:
         grants = fact(host, MariadbGrants, user=name, user_host=p.replication_address)
         assert grants == {"*": set(REPLICATION_PRIVILEGES)}
 
