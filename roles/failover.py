@@ -2,8 +2,8 @@
 server down) and the replica that received the most takes its place; the others follow it.
 
 Pre-checks, before any host is changed: `failed` names the group's primary in the inventory; that
-primary's server does not answer (when its host answers SSH) and no replica still receives from
-it (a primary that answers is switched over instead); every replica of the group answers and
+primary's server does not answer, neither over SSH (when its host answers) nor on its port seen
+from each replica (a primary that answers is switched over instead); every replica of the group answers and
 takes part in the run; the new primary is the most advanced replica (GTID positions received /
 WAL received), or the one named by `new_primary` when nothing is ahead of it. Positions that
 cannot be ordered (MariaDB GTIDs of several domains, each ahead somewhere) refuse.
@@ -25,6 +25,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from roles import engine, mariadb, postgresql, preflight, render, secrets, switchover
 from roles.facts.mariadb import MariadbReplicaStatus
+from roles.facts.network import PortAnswers
 from roles.facts.postgresql import PostgresqlStandbyPosition
 from roles.hostdata import HostConfig
 from roles.operations import mariadb as mariadb_ops, mariadb_topology, postgresql as pg, postgresql_topology
@@ -136,23 +137,28 @@ def _live_problems(group: engine.Group, failed: str, wanted: str | None) -> tupl
     if failed in active and old.get_fact(fact) is not None:
         answers = "its server answers: it is not gone"
         problems.append(Problem(failed, "failed", failed, answers, "use runbooks/switchover.py"))
+    # Seen from the replicas, over the replication network: a replication thread may still show
+    # "running" for up to its timeout after its primary died, so the port is asked directly.
+    old_cfg = next(m for m in group.members if m.name == failed)
+    port = render.MARIADB_PORT if mariadb_engine else render.PG_PORT
+    probes = preflight.on_every_host(
+        hosts, lambda h: h.get_fact(PortAnswers, address=old_cfg.replication_address, port=port)
+    )
     positions = {}
-    for member, status in zip(replicas, found, strict=True):
+    for member, status, open_ in zip(replicas, found, probes, strict=True):
         if status is None:
             down = "the server does not answer"
             problems.append(Problem(member.name, "host", member.name, down, "start it"))
             continue
-        receiving = (
-            status.get("Slave_IO_Running") == "Yes" if mariadb_engine else status.get("status") == "streaming"
-        )
-        if receiving:
+        if open_:
             problems.append(
                 Problem(
                     member.name,
                     "failed",
                     failed,
-                    f"{member.name} still receives from {failed}: the primary is not gone",
-                    "use runbooks/switchover.py",
+                    f"{failed}'s server still answers on {old_cfg.replication_address}:{port} "
+                    f"(seen from {member.name}): it is not gone",
+                    "use runbooks/switchover.py, or stop it first",
                 )
             )
         if mariadb_engine:

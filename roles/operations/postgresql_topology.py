@@ -145,8 +145,8 @@ def _promote() -> Generator[StringCommand, None, None]:
 def take_over(timeout: int = 60) -> Generator[StringCommand, None, None]:
     """
     Promote this standby after its primary is gone (a failover): replay everything it received
-    (at most `timeout` seconds), then promote. Refuses while its WAL receiver still streams: a
-    primary that answers is switched over, not failed over.
+    (at most `timeout` seconds), then promote. The runbook has checked that the primary does not
+    answer (a WAL receiver may show "streaming" until wal_receiver_timeout after it died).
     """
     state_now = host.get_fact(PostgresqlWalReceiver)
     if state_now is None:
@@ -154,11 +154,6 @@ def take_over(timeout: int = 60) -> Generator[StringCommand, None, None]:
     if not state_now["in_recovery"]:
         host.noop("already the primary: not in recovery")
         return
-    if state_now["status"] == "streaming":
-        raise OperationError(
-            f"{host.name}: still streams from {state_now['sender_host']}: the primary is not gone; "
-            "use runbooks/switchover.py"
-        )
     replayed = (
         "SELECT pg_last_wal_receive_lsn() IS NULL OR pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()"
     )

@@ -2,8 +2,6 @@
 promoted, what refuses before any host is changed, and the commands that promote, against fact
 stubs."""
 
-import pytest
-from pyinfra.api import OperationError
 from pyinfra.context import ctx_host
 
 from roles import engine, failover
@@ -82,11 +80,6 @@ def test_mariadb_take_over_applies_what_it_received_then_takes_writes():
     assert take == "mariadb -e 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF'"
 
 
-def test_mariadb_take_over_refuses_while_the_primary_still_sends():
-    with pytest.raises(OperationError, match="the primary is not gone"):
-        run(mariadb_topology.take_over, {MariadbReplicaStatus: RECEIVING})
-
-
 def test_mariadb_take_over_is_a_no_op_on_the_primary():
     facts = {MariadbReplicaStatus: {}, MariadbVariables: {"read_only": "OFF"}}
     commands, host = run(mariadb_topology.take_over, facts)
@@ -100,14 +93,9 @@ def test_postgresql_take_over_replays_what_it_received_then_promotes():
     assert "pg_promote(true, 60)" in promote and "RESET primary_conninfo" in forget
 
 
-def test_postgresql_take_over_refuses_while_streaming():
-    facts = {
-        PostgresqlWalReceiver: {
-            "in_recovery": True,
-            "status": "streaming",
-            "slot_name": "",
-            "sender_host": "x",
-        }
-    }
-    with pytest.raises(OperationError, match="the primary is not gone"):
-        run(postgresql_topology.take_over, facts)
+def test_port_probe_fact_asks_bash_for_a_tcp_connection():
+    from roles.facts.network import PortAnswers
+
+    command = str(PortAnswers().command(address="10.99.0.11", port=3306).get_raw_value())
+    assert command.startswith("timeout 3 bash -c") and "/dev/tcp/10.99.0.11/3306" in command
+    assert PortAnswers().process(["open"]) is True and PortAnswers().process(["closed"]) is False
