@@ -28,6 +28,7 @@ PG_PASSFILE = "/var/lib/postgresql/.pgpass"  # the replication password, for sta
 MARIADB_ROLE_CONFIG = "/etc/mysql/mariadb.conf.d/91-dbzfs-role.cnf"
 MARIADB_PEERS_CLIENT = "/etc/mysql/dbzfs-peers.cnf"  # the replication account, for the fence (0600)
 FENCE_CHECK = "/usr/local/sbin/dbzfs-fence-check"
+FENCE_WAIT_SECONDS = 45  # how long the fence waits for peers that do not answer (slow at boot)
 
 MARIADB_SIZE_KEYS = {"innodb_buffer_pool_size", "innodb_log_file_size", "innodb_log_buffer_size"}
 PG_SIZE_KEYS = {
@@ -208,6 +209,7 @@ def fence_context(cfg: HostConfig, peers: Iterable[HostConfig]) -> dict:
     context = {
         "host": cfg.name,
         "engine": cfg.engine,
+        "wait": FENCE_WAIT_SECONDS,
         "replication_user": REPLICATION_USER[cfg.engine],
         "peers": [
             {"name": p.name, "address": p.replication_address}

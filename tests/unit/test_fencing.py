@@ -19,7 +19,7 @@ def configs(fleet, engine):
 def script(fleet, engine, name, **override):
     members = configs(fleet, engine)
     cfg = next(m for m in members if m.name == name)
-    context = {**render.fence_context(cfg, members), **override}
+    context = {**render.fence_context(cfg, members), "wait": 0, **override}
     return render.render("fence-check.sh.j2", context)
 
 
@@ -80,6 +80,7 @@ def test_postgresql_standby_always_starts(fleet, tmp_path, pg_data):
 def test_postgresql_check_asks_a_walsender_with_the_passfile(fleet, pg_data):
     text = script(fleet, "postgresql", "pg1", data_directory=str(pg_data))
     assert "PGPASSFILE=/var/lib/postgresql/.pgpass" in text and "replication=true" in text
+    assert "deadline=$((SECONDS + 0))" in text
     assert "SHOW in_hot_standby" in text and "10.99.0.22" in text and "10.99.0.21" not in text
 
 
@@ -116,3 +117,26 @@ def test_the_drop_in_runs_the_check_as_root_before_start():
 def test_mariadb_client_file_quotes_the_password():
     text = fencing.mariadb_client_text('p"w#d')
     assert text.startswith("[client]\nuser = replicator\npassword = ") and "p" in text
+
+
+def test_a_peer_that_does_not_answer_at_first_is_asked_again_until_the_deadline(fleet, tmp_path, pg_data):
+    # The stand-in psql answers only from its second call on: the fence waits for it and refuses.
+    text = script(fleet, "postgresql", "pg1", data_directory=str(pg_data), wait=10)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    count = tmp_path / "calls"
+    (bin_dir / "psql").write_text(
+        f"#!/bin/bash\necho x >> {count}\n[ $(wc -l < {count}) -ge 2 ] && echo off\nexit 0\n"
+    )
+    (bin_dir / "psql").chmod(0o755)
+    (tmp_path / "fence").write_text(text.replace("sleep 2", "sleep 0.1"))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", str(tmp_path / "fence")], capture_output=True, text=True, env=env, timeout=30)
+    assert r.returncode == 1 and "takes writes" in r.stderr
+
+
+def test_the_fence_waits_45_s_for_peers_by_default(fleet):
+    assert "deadline=$((SECONDS + 45))" in render.render(
+        "fence-check.sh.j2",
+        render.fence_context(*(lambda ms: (ms[0], ms))(configs(fleet, "postgresql"))),
+    )
