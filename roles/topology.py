@@ -101,18 +101,27 @@ def problems(cfg: HostConfig, group: engine.Group, live: dict | None) -> list[Pr
     return []
 
 
-def check() -> None:
+def check(group_of: str | None = None) -> None:
     """Stop the deploy, before any host is changed, when the inventory disagrees with the live
     topology of any host it converges. Read once per run for every active host in parallel, so
-    that every disagreement is reported at once."""
-    found = preflight.once_per_run("topology", _read_all)
+    that every disagreement is reported at once. A runbook that acts on one replication group
+    passes a host of it (`group_of`): only that group is checked, so another group's switchover
+    that the inventory does not show yet does not stop it."""
+    names = {h.name for h in inventory}
+    scope = group_of if group_of in names else None
+    found = preflight.once_per_run(f"topology {scope or ''}", lambda: _read_all(scope))
     if found:
         raise PyinfraError(
             "\n" + format_problems(found, what="between the inventory and the live replication topology")
         )
 
 
-def _read_all() -> list[Problem]:
+def _group_key(h: Host) -> tuple[str, str]:
+    cfg = HostConfig.from_data(h.name, h.data)
+    return cfg.engine, cfg.cluster
+
+
+def _read_all(scope: str | None = None) -> list[Problem]:
     def one(other: Host) -> list[Problem]:
         cfg = HostConfig.from_data(other.name, other.data)
         if cfg.engine not in FACTS:
@@ -121,6 +130,8 @@ def _read_all() -> list[Problem]:
         return problems(cfg, engine.group(cfg), live_role(cfg.engine, fact))
 
     active = {h.name for h in inventory.get_active_hosts()}
-    return [
-        p for found in preflight.on_every_host([h for h in inventory if h.name in active], one) for p in found
-    ]
+    hosts = [h for h in inventory if h.name in active]
+    if scope is not None:
+        key = _group_key(inventory.get_host(scope))
+        hosts = [h for h in hosts if _group_key(h) == key]
+    return [p for found in preflight.on_every_host(hosts, one) for p in found]

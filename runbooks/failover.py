@@ -11,8 +11,10 @@ it still answers (roles/failover.py says which checks and why). It prints the in
 and how to rejoin the old primary, which is fenced (roles/fencing.py) until it is re-seeded.
 """
 
+from pyinfra import host
+
 from roles import failover, preflight, topology
 
 preflight.validate_inventory(parameters=failover.PARAMETERS)
-topology.check()
+topology.check(group_of=host.data.get("failed"))
 failover.run()

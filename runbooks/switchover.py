@@ -10,8 +10,10 @@ host is changed, when a pre-check fails (roles/switchover.py says which and why)
 (GTID) and PostgreSQL (streaming replication) groups.
 """
 
+from pyinfra import host
+
 from roles import preflight, switchover, topology
 
 preflight.validate_inventory(parameters=switchover.PARAMETERS)
-topology.check()
+topology.check(group_of=host.data.get("new_primary"))
 switchover.run()
