@@ -128,7 +128,7 @@ def test_failover_of_both_primaries_fence_reseed_and_back(converged, timings):
     lab = converged
     # Data to seed from, and the clients.
     sql(lab, "db1", SETUP)
-    load = f"SELECT seq, SHA2(CONCAT('row ', seq), 256) FROM seq_1000001_to_{1_000_000 + ROWS}"
+    load = f"SELECT seq, SHA2(CONCAT('row ', seq), 256) FROM switchtest.seq_1000001_to_{1_000_000 + ROWS}"
     sql(lab, "db1", f"INSERT INTO switchtest.t {load}")
     password = yaml.safe_load(Path(control.lab_env()["DBZFS_SECRETS_FILE"]).read_text())["lab_app_password"]
     subprocess.run(
