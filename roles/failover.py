@@ -1,12 +1,12 @@
 """A failover (runbooks/failover.py): the primary of a replication group is gone (its host or its
 server down) and the replica that received the most takes its place; the others follow it.
 
-Pre-checks, before any host is changed: `failed` names the group's primary in the inventory; that
-primary's server does not answer, neither over SSH (when its host answers) nor on its port seen
-from each replica (a primary that answers is switched over instead); every replica of the group answers and
-takes part in the run; the new primary is the most advanced replica (GTID positions received /
-WAL received), or the one named by `new_primary` when nothing is ahead of it. Positions that
-cannot be ordered (MariaDB GTIDs of several domains, each ahead somewhere) refuse.
+Pre-checks, before any host is changed: `failed` names the group's primary in the inventory;
+that primary's server does not answer, neither over SSH (when its host answers) nor on its port
+seen from each replica (a primary that answers is switched over instead); every replica of the
+group answers and takes part in the run; the new primary is the most advanced replica (GTID
+positions received / WAL received), or the one named by `new_primary` when nothing is ahead of
+it. Positions that cannot be ordered (MariaDB GTIDs of several domains, each ahead somewhere) refuse.
 
 The old primary takes no part: when it comes back, its fence check (roles/fencing.py) keeps it
 from starting as a primary while the new one takes writes, and it rejoins only by being
@@ -23,12 +23,12 @@ from pyinfra import host, inventory, logger
 from pyinfra.api import BaseStateCallback
 from pyinfra.api.exceptions import PyinfraError
 
-from roles import engine, mariadb, postgresql, preflight, render, secrets, switchover
+from roles import engine, preflight, render, switchover, switchover_mariadb, switchover_postgresql
 from roles.facts.mariadb import MariadbReplicaStatus
 from roles.facts.network import PortAnswers
 from roles.facts.postgresql import PostgresqlStandbyPosition
 from roles.hostdata import HostConfig
-from roles.operations import mariadb as mariadb_ops, mariadb_topology, postgresql as pg, postgresql_topology
+from roles.operations import mariadb_topology, postgresql as pg, postgresql_topology
 from roles.validation import Problem, format_problems
 
 PARAMETERS = ("failed", "new_primary")
@@ -236,59 +236,17 @@ def run() -> None:
 
 
 def _mariadb_steps(cfg: HostConfig, survivors: engine.Group, new_primary: str):
-    is_new = cfg.name == new_primary
-    repl_user = render.REPLICATION_USER["mariadb"]
-    password = engine.secret(secrets.REPLICATION_PASSWORD)
-    new = next(m for m in survivors.members if m.name == new_primary)
     promote = engine.step(
-        is_new,
+        cfg.name == new_primary,
         "not the new primary",
         mariadb_topology.take_over,
         name=f"{new_primary} applies everything it received and takes writes",
     )
-    for member in survivors.members:
-        engine.step(
-            is_new,
-            "not the new primary",
-            mariadb_ops.user,
-            name=f"{repl_user}@{member.replication_address} on {new_primary} for {member.name}",
-            user=repl_user,
-            user_host=member.replication_address,
-            password=password,
-        )
-        engine.step(
-            is_new,
-            "not the new primary",
-            mariadb_ops.grants,
-            name=f"Privileges of {repl_user}@{member.replication_address} on {new_primary}",
-            user=repl_user,
-            user_host=member.replication_address,
-            privileges=mariadb_ops.REPLICATION_PRIVILEGES,
-        )
-    to_new = {
-        "primary_address": new.replication_address,
-        "replication_user": repl_user,
-        "password": password,
-        "port": render.MARIADB_PORT,
-    }
-    engine.step(
-        not is_new,
-        "the new primary",
-        mariadb_topology.follow,
-        name=f"Follow {new_primary} ({new.replication_address})",
-        **to_new,
-    )
-    mariadb.role_config(switchover.new_roles(survivors, new_primary)[cfg.name])
-    last = engine.step(
-        not is_new, "the new primary", mariadb_ops.replica, name=f"Replicates from {new_primary}", **to_new
-    )
-    return promote, last
+    return promote, switchover_mariadb.follow_new_primary(cfg, survivors, new_primary)
 
 
 def _postgresql_steps(cfg: HostConfig, survivors: engine.Group, new_primary: str):
     is_new = cfg.name == new_primary
-    new = next(m for m in survivors.members if m.name == new_primary)
-    paths = render.postgresql_paths(cfg)
     for member in survivors.members:
         if member.name != new_primary:
             engine.step(
@@ -304,26 +262,4 @@ def _postgresql_steps(cfg: HostConfig, survivors: engine.Group, new_primary: str
         postgresql_topology.take_over,
         name=f"{new_primary} replays everything it received and is promoted",
     )
-    engine.step(
-        not is_new,
-        "the new primary",
-        postgresql_topology.follow,
-        name=f"Stream from {new_primary} ({new.replication_address})",
-        version=postgresql.VERSION,
-        cluster_name=postgresql.CLUSTER,
-        data_directory=paths["data_directory"],
-        primary_address=new.replication_address,
-        slot=pg.slot_name(cfg.name),
-        application_name=cfg.name,
-        passfile=postgresql.PASSFILE,
-        port=render.PG_PORT,
-        replication_user=postgresql.REPLICATION_USER,
-    )
-    last = engine.step(
-        not is_new,
-        "the new primary",
-        postgresql_topology.streams_from,
-        name=f"Streams from {new_primary}",
-        primary_address=new.replication_address,
-    )
-    return promote, last
+    return promote, switchover_postgresql.follow_new_primary(cfg, survivors, new_primary, stale_slots=[])

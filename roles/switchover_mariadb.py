@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from pyinfra import inventory
+from pyinfra.api.operation import OperationMeta
 
 from roles import engine, mariadb, preflight, render, secrets, switchover
 from roles.facts.mariadb import MariadbReplicaStatus
@@ -71,12 +72,9 @@ def live_problems(group: engine.Group, new_primary: str, max_lag: int) -> list[P
 
 def steps(cfg: HostConfig, group: engine.Group, new_primary: str) -> None:
     old = next(m for m in group.members if m.role == "primary")
-    me_after = switchover.new_roles(group, new_primary)[cfg.name]
     repl_user = render.REPLICATION_USER["mariadb"]
     password = engine.secret(secrets.REPLICATION_PASSWORD)
     is_old, is_new = cfg.name == old.name, cfg.name == new_primary
-    followers = [m for m in group.members if m.name != new_primary]
-    new = next(m for m in group.members if m.name == new_primary)
 
     stop = engine.step(
         is_old, "not the old primary", mariadb_ops.read_only, name=f"{old.name} stops taking writes", on=True
@@ -91,7 +89,21 @@ def steps(cfg: HostConfig, group: engine.Group, new_primary: str) -> None:
         password=password,
         port=render.MARIADB_PORT,
     )
-    for follower in followers:
+    last = follow_new_primary(cfg, group, new_primary)
+    switchover.report_once(
+        switchover.Report(stop._hash, promote._hash, last._hash, group, new_primary, refusing="read-only")
+    )
+
+
+def follow_new_primary(cfg: HostConfig, group: engine.Group, new_primary: str) -> OperationMeta:
+    """Once `new_primary` takes writes (a switchover or a failover): it holds the replication
+    account of every other member of `group`, they follow it, every host's role file says its
+    new role, and every follower is checked to replicate. Returns the last step."""
+    repl_user = render.REPLICATION_USER["mariadb"]
+    password = engine.secret(secrets.REPLICATION_PASSWORD)
+    is_new = cfg.name == new_primary
+    new = next(m for m in group.members if m.name == new_primary)
+    for follower in [m for m in group.members if m.name != new_primary]:
         engine.step(
             is_new,
             "not the new primary",
@@ -124,14 +136,7 @@ def steps(cfg: HostConfig, group: engine.Group, new_primary: str) -> None:
         name=f"Follow {new_primary} ({new.replication_address})",
         **to_new,
     )
-    mariadb.role_config(me_after)
-    last = engine.step(
-        not is_new,
-        "the new primary",
-        mariadb_ops.replica,
-        name=f"Replicates from {new_primary}",
-        **to_new,
-    )
-    switchover.report_once(
-        switchover.Report(stop._hash, promote._hash, last._hash, group, new_primary, refusing="read-only")
+    mariadb.role_config(switchover.new_roles(group, new_primary)[cfg.name])
+    return engine.step(
+        not is_new, "the new primary", mariadb_ops.replica, name=f"Replicates from {new_primary}", **to_new
     )

@@ -16,6 +16,7 @@ every other), so a converge with the updated inventory changes nothing.
 from __future__ import annotations
 
 from pyinfra import inventory
+from pyinfra.api.operation import OperationMeta
 
 from roles import engine, postgresql, preflight, render, switchover
 from roles.facts.postgresql import PostgresqlLiveRole, PostgresqlStandbys
@@ -76,7 +77,6 @@ def live_problems(group: engine.Group, new_primary: str, max_lag: int) -> list[P
 
 def steps(cfg: HostConfig, group: engine.Group, new_primary: str) -> None:
     old = next(m for m in group.members if m.role == "primary")
-    new = next(m for m in group.members if m.name == new_primary)
     is_old, is_new = cfg.name == old.name, cfg.name == new_primary
     followers = [m for m in group.members if m.name != new_primary]
     paths = render.postgresql_paths(cfg)
@@ -118,6 +118,23 @@ def steps(cfg: HostConfig, group: engine.Group, new_primary: str) -> None:
         old_data_directory=render.postgresql_paths(old)["data_directory"],
         version=postgresql.VERSION,
     )
+    last = follow_new_primary(
+        cfg, group, new_primary, stale_slots=[pg.slot_name(m.name) for m in group.members]
+    )
+    switchover.report_once(
+        switchover.Report(stop._hash, promote._hash, last._hash, group, new_primary, refusing="shut down")
+    )
+
+
+def follow_new_primary(
+    cfg: HostConfig, group: engine.Group, new_primary: str, stale_slots: list[str]
+) -> OperationMeta:
+    """Once `new_primary` is promoted (a switchover or a failover): every other member of `group`
+    streams from it (roles.operations.postgresql_topology.follow, dropping `stale_slots` it
+    holds) and is checked to. Returns the last step."""
+    is_new = cfg.name == new_primary
+    new = next(m for m in group.members if m.name == new_primary)
+    paths = render.postgresql_paths(cfg)
     engine.step(
         not is_new,
         "the new primary",
@@ -132,15 +149,12 @@ def steps(cfg: HostConfig, group: engine.Group, new_primary: str) -> None:
         passfile=postgresql.PASSFILE,
         port=render.PG_PORT,
         replication_user=postgresql.REPLICATION_USER,
-        stale_slots=[pg.slot_name(m.name) for m in group.members],
+        stale_slots=stale_slots,
     )
-    last = engine.step(
+    return engine.step(
         not is_new,
         "the new primary",
         postgresql_topology.streams_from,
         name=f"Streams from {new_primary}",
         primary_address=new.replication_address,
-    )
-    switchover.report_once(
-        switchover.Report(stop._hash, promote._hash, last._hash, group, new_primary, refusing="shut down")
     )

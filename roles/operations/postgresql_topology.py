@@ -226,9 +226,17 @@ def follow(
                 f"{host.name}: PostgreSQL does not answer and its cluster is {found!r}, not shut "
                 "down cleanly; it was not re-pointed (re-seed it)"
             )
+    yield standby_settings(data_directory, wanted, slot)
+    yield StringCommand("systemctl start", unit(version, cluster_name))
+    yield from _drop_slots(stale_slots)
+
+
+def standby_settings(data_directory: str, conninfo: str, slot: str) -> StringCommand:
+    """primary_conninfo and primary_slot_name in postgresql.auto.conf (where pg_basebackup -R
+    writes them) and standby.signal, for a stopped server (a former primary, a seeded copy)."""
     auto = f"{data_directory}/postgresql.auto.conf"
-    settings = f"primary_conninfo = {quote_literal(wanted)}\nprimary_slot_name = {quote_literal(slot)}\n"
-    yield StringCommand(
+    settings = f"primary_conninfo = {quote_literal(conninfo)}\nprimary_slot_name = {quote_literal(slot)}\n"
+    return StringCommand(
         "set -e; tmp=$(mktemp);",
         "grep -v -E '^[[:space:]]*(primary_conninfo|primary_slot_name)[[:space:]]*='",
         QuoteString(auto),
@@ -242,8 +250,6 @@ def follow(
         "runuser -u postgres -- touch",
         QuoteString(f"{data_directory}/standby.signal"),
     )
-    yield StringCommand("systemctl start", unit(version, cluster_name))
-    yield from _drop_slots(stale_slots)
 
 
 def _drop_slots(slots: Iterable[str]) -> Generator[StringCommand, None, None]:

@@ -30,8 +30,8 @@ from roles.facts.units import UnitState
 from roles.facts.zfs import ZfsDatasetProperties
 from roles.operations.common import PRIVATE_DIR, private_upload, reveal
 from roles.operations.mariadb import run_secret_sql
-from roles.operations.postgresql import quote_literal, unit as pg_unit
-from roles.operations.postgresql_topology import CONTROLDATA
+from roles.operations.postgresql import unit as pg_unit
+from roles.operations.postgresql_topology import CONTROLDATA, standby_settings
 
 WRAPPER = "/usr/local/sbin/dbzfs-seed-receive"
 AUTHORIZED_KEYS = "/root/.ssh/authorized_keys"
@@ -496,27 +496,6 @@ def replaced_destroyed(datasets: Sequence[str], wipe: bool) -> Generator[StringC
 
 
 # --- the replica's server -----------------------------------------------------------------------
-
-
-def standby_settings(data_directory: str, conninfo: str, slot: str) -> StringCommand:
-    """primary_conninfo and primary_slot_name in postgresql.auto.conf and standby.signal, written
-    as roles.operations.postgresql_topology.follow writes them."""
-    auto = f"{data_directory}/postgresql.auto.conf"
-    settings = f"primary_conninfo = {quote_literal(conninfo)}\nprimary_slot_name = {quote_literal(slot)}\n"
-    return StringCommand(
-        "set -e; tmp=$(mktemp);",
-        "grep -v -E '^[[:space:]]*(primary_conninfo|primary_slot_name)[[:space:]]*='",
-        QuoteString(auto),
-        "> $tmp || true;",
-        "printf '%s'",
-        QuoteString(settings),
-        ">> $tmp;",
-        "install -o postgres -g postgres -m 600 $tmp",
-        QuoteString(auto),
-        "; rm -f $tmp;",
-        "runuser -u postgres -- touch",
-        QuoteString(f"{data_directory}/standby.signal"),
-    )
 
 
 @operation()
