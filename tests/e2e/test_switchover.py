@@ -261,7 +261,7 @@ def test_postgresql_switchover_to_pg2_and_back_while_a_client_writes(converged, 
     assert ok, row
     # pg1 follows pg2's new timeline from its own shutdown checkpoint: no rewind, no rebuild.
     assert int(row.split()[-1]) == timeline_before + 1, row
-    assert pg_slots(lab, "pg2") == ["pg1:t"], pg_slots(lab, "pg2")
+    assert pg_slots(lab, "pg2") == ["pg1:true"], pg_slots(lab, "pg2")
     assert pg_slots(lab, "pg1") == [], "the old primary kept slots that would hold WAL for nobody"
     before = len(pg_acked(lab))
     pg_wait_for_writes(lab, before + 5)
@@ -276,7 +276,7 @@ def test_postgresql_switchover_to_pg2_and_back_while_a_client_writes(converged, 
     refused_to_pg1 = float(re.search(r"writes were refused for ([0-9.]+) s", output).group(1))
     ok, row = pg_streams(lab, "pg2", "pg1")
     assert ok, row
-    assert pg_slots(lab, "pg1") == ["pg2:t"] and pg_slots(lab, "pg2") == []
+    assert pg_slots(lab, "pg1") == ["pg2:true"] and pg_slots(lab, "pg2") == []
     before = len(pg_acked(lab))
     pg_wait_for_writes(lab, before + 5)
     lab.check("pg1", PG_STOP_WRITER)
