@@ -110,19 +110,27 @@ def promote(
         f"{int(timeout)} s; nothing was promoted"
     )
     yield StringCommand(
+        wait_until_true(replayed, timeout, message),
+        "; echo",
+        QuoteString(f"replayed {old_primary}'s shutdown checkpoint {checkpoint}"),
+    )
+    yield from _promote()
+
+
+def wait_until_true(sql: str, timeout: int, message: str) -> StringCommand:
+    """A shell loop: `sql` asked once a second until it returns true; `message` and exit 1 after
+    `timeout` seconds."""
+    return StringCommand(
         f"for i in $(seq {int(timeout)}); do",
         '[ "$(',
-        psql_command(replayed),
+        psql_command(sql),
         ')" = t ] && break;',
         f"[ $i = {int(timeout)} ] &&",
         "{ echo",
         QuoteString(message),
         ">&2; exit 1; };",
-        "sleep 1; done;",
-        "echo",
-        QuoteString(f"replayed {old_primary}'s shutdown checkpoint {checkpoint}"),
+        "sleep 1; done",
     )
-    yield from _promote()
 
 
 def _promote() -> Generator[StringCommand, None, None]:
@@ -158,17 +166,7 @@ def take_over(timeout: int = 60) -> Generator[StringCommand, None, None]:
         "SELECT pg_last_wal_receive_lsn() IS NULL OR pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()"
     )
     message = f"{host.name} did not replay what it received within {int(timeout)} s; nothing was promoted"
-    yield StringCommand(
-        f"for i in $(seq {int(timeout)}); do",
-        '[ "$(',
-        psql_command(replayed),
-        ')" = t ] && break;',
-        f"[ $i = {int(timeout)} ] &&",
-        "{ echo",
-        QuoteString(message),
-        ">&2; exit 1; };",
-        "sleep 1; done",
-    )
+    yield wait_until_true(replayed, timeout, message)
     yield from _promote()
 
 
