@@ -140,3 +140,33 @@ def test_the_fence_waits_45_s_for_peers_by_default(fleet):
         "fence-check.sh.j2",
         render.fence_context(*(lambda ms: (ms[0], ms))(configs(fleet, "postgresql"))),
     )
+
+
+REFUSED = {
+    "psql": 'psql: error: connection to server at \\"10.99.0.22\\", port 5432 failed: Connection refused',
+    "mariadb": "ERROR 2002 (HY000): Can\\'t connect to server on \\'10.99.0.12\\' (115)",
+}
+TIMED_OUT = {
+    "psql": 'psql: error: connection to server at \\"10.99.0.22\\", port 5432 failed: timeout expired',
+    "mariadb": "ERROR 2002 (HY000): Can\\'t connect to server on \\'10.99.0.12\\' (110)",
+}
+
+
+@pytest.mark.parametrize(
+    "engine, name, client", [("postgresql", "pg1", "psql"), ("mariadb", "db1", "mariadb")]
+)
+def test_a_peer_that_refuses_connections_is_passed_over_at_once(
+    fleet, tmp_path, pg_data, engine, name, client
+):
+    # The first converge starts the primary before its replicas have a server: no 45 s wait.
+    role = tmp_path / "91-dbzfs-role.cnf"
+    role.write_text("[mysqld]\nread_only = OFF\n")
+    context = {"data_directory": str(pg_data)} if engine == "postgresql" else {"role_config": str(role)}
+    peer = "10.99.0.22" if engine == "postgresql" else "10.99.0.12"
+    refused = run(tmp_path, script(fleet, engine, name, wait=20, **context), client, {peer: REFUSED[client]})
+    assert (
+        refused.returncode == 0 and "refuses connections: no server runs there; passed over" in refused.stderr
+    )
+    timed_out = script(fleet, engine, name, wait=1, **context)
+    r = run(tmp_path, timed_out.replace("sleep 2", "sleep 0.1"), client, {peer: TIMED_OUT[client]})
+    assert r.returncode == 0 and "gave no answer within 1 s; passed over" in r.stderr
