@@ -23,12 +23,19 @@ def script(fleet, engine, name, **override):
     return render.render("fence-check.sh.j2", context)
 
 
+def reply(answer):
+    """A client's reply: a server's answer on stdout; an error (exit 2) on stderr."""
+    if "ERROR" in answer or "error:" in answer:
+        return f"echo {answer} >&2; exit 2"
+    return f"echo {answer}"
+
+
 def run(tmp_path, text, client, answers):
     """Run the check with `client` (psql or mariadb) on PATH answering `answers[address]` (an
     address missing from it does not answer)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    cases = "".join(f"    *{address}*) echo {answer};;\n" for address, answer in answers.items())
+    cases = "".join(f"    *{address}*) {reply(answer)};;\n" for address, answer in answers.items())
     (bin_dir / client).write_text(f'#!/bin/bash\ncase "$*" in\n{cases}    *) exit 2;;\nesac\n')
     (bin_dir / client).chmod(0o755)
     path = tmp_path / "fence-check"
@@ -170,3 +177,22 @@ def test_a_peer_that_refuses_connections_is_passed_over_at_once(
     timed_out = script(fleet, engine, name, wait=1, **context)
     r = run(tmp_path, timed_out.replace("sleep 2", "sleep 0.1"), client, {peer: TIMED_OUT[client]})
     assert r.returncode == 0 and "gave no answer within 1 s; passed over" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "engine, name, client", [("postgresql", "pg1", "psql"), ("mariadb", "db1", "mariadb")]
+)
+def test_a_warning_on_stderr_does_not_hide_a_peer_that_takes_writes(
+    fleet, tmp_path, pg_data, engine, name, client
+):
+    role = tmp_path / "91-dbzfs-role.cnf"
+    role.write_text("[mysqld]\nread_only = OFF\n")
+    context = {"data_directory": str(pg_data)} if engine == "postgresql" else {"role_config": str(role)}
+    peer, writable = ("10.99.0.22", "off") if engine == "postgresql" else ("10.99.0.12", "0")
+    r = run(
+        tmp_path,
+        script(fleet, engine, name, **context),
+        client,
+        {peer: f"WARNING: noise >&2; echo {writable}"},
+    )
+    assert r.returncode == 1 and "takes writes" in r.stderr
