@@ -159,17 +159,28 @@ TIMED_OUT = {
 }
 
 
-@pytest.mark.parametrize(
-    "engine, name, client", [("postgresql", "pg1", "psql"), ("mariadb", "db1", "mariadb")]
-)
-def test_a_peer_that_refuses_connections_is_passed_over_at_once(
-    fleet, tmp_path, pg_data, engine, name, client
-):
-    # The first converge starts the primary before its replicas have a server: no 45 s wait.
+# A primary of each engine, its client and its one peer (address, the answer "takes writes").
+PRIMARIES = [
+    ("postgresql", "pg1", "psql", "10.99.0.22", "off"),
+    ("mariadb", "db1", "mariadb", "10.99.0.12", "0"),
+]
+
+
+def primary_context(tmp_path, pg_data, engine):
+    """What the fence check of a server about to start as a primary reads."""
+    if engine == "postgresql":
+        return {"data_directory": str(pg_data)}  # no standby.signal
     role = tmp_path / "91-dbzfs-role.cnf"
     role.write_text("[mysqld]\nread_only = OFF\n")
-    context = {"data_directory": str(pg_data)} if engine == "postgresql" else {"role_config": str(role)}
-    peer = "10.99.0.22" if engine == "postgresql" else "10.99.0.12"
+    return {"role_config": str(role)}
+
+
+@pytest.mark.parametrize("engine, name, client, peer, writable", PRIMARIES)
+def test_a_peer_that_refuses_connections_is_passed_over_at_once(
+    fleet, tmp_path, pg_data, engine, name, client, peer, writable
+):
+    # The first converge starts the primary before its replicas have a server: no 45 s wait.
+    context = primary_context(tmp_path, pg_data, engine)
     refused = run(tmp_path, script(fleet, engine, name, wait=20, **context), client, {peer: REFUSED[client]})
     assert (
         refused.returncode == 0 and "refuses connections: no server runs there; passed over" in refused.stderr
@@ -179,20 +190,10 @@ def test_a_peer_that_refuses_connections_is_passed_over_at_once(
     assert r.returncode == 0 and "gave no answer within 1 s; passed over" in r.stderr
 
 
-@pytest.mark.parametrize(
-    "engine, name, client", [("postgresql", "pg1", "psql"), ("mariadb", "db1", "mariadb")]
-)
+@pytest.mark.parametrize("engine, name, client, peer, writable", PRIMARIES)
 def test_a_warning_on_stderr_does_not_hide_a_peer_that_takes_writes(
-    fleet, tmp_path, pg_data, engine, name, client
+    fleet, tmp_path, pg_data, engine, name, client, peer, writable
 ):
-    role = tmp_path / "91-dbzfs-role.cnf"
-    role.write_text("[mysqld]\nread_only = OFF\n")
-    context = {"data_directory": str(pg_data)} if engine == "postgresql" else {"role_config": str(role)}
-    peer, writable = ("10.99.0.22", "off") if engine == "postgresql" else ("10.99.0.12", "0")
-    r = run(
-        tmp_path,
-        script(fleet, engine, name, **context),
-        client,
-        {peer: f"WARNING: noise >&2; echo {writable}"},
-    )
+    text = script(fleet, engine, name, **primary_context(tmp_path, pg_data, engine))
+    r = run(tmp_path, text, client, {peer: f"WARNING: noise >&2; echo {writable}"})
     assert r.returncode == 1 and "takes writes" in r.stderr
