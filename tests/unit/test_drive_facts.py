@@ -1,6 +1,13 @@
+import subprocess
+
+import pytest
+
 from roles.facts.drives import DrivesByPattern, DriveState, natural_key
 
 from tests.unit.fact_stubs import fixture_lines
+
+KIB = 1024
+MIB = 1024 * KIB
 
 INTEL = "/dev/disk/by-id/nvme-INTEL_SSDPE2KE064T8_PHLN"
 BOOT = "/dev/disk/by-id/nvme-SAMSUNG_MZ1L2960HCJR-00A07_S665NE0T100001"
@@ -213,3 +220,47 @@ def test_missing_blkid_is_an_error():
         "sh: 1: blkid: not found",
     ]
     assert DriveState().process(output)[intel(1)]["probe_errors"] == ["sh: 1: blkid: not found"]
+
+
+def label_areas_blank(path) -> bool:
+    """The fact's shell function, run by a real shell on a regular file."""
+    from roles.facts.drives import LABEL_AREAS_BLANK
+
+    script = f'{LABEL_AREAS_BLANK} label_areas_blank "$1"'
+    return subprocess.run(["bash", "-c", script, "bash", str(path)], check=False).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("size", "offset", "blank"),
+    [
+        (8 * MIB, None, True),  # all zeros: zdb is skipped
+        (8 * MIB, 0, False),  # L0
+        (8 * MIB, 300 * KIB, False),  # L1
+        (8 * MIB, 4 * MIB, True),  # data between the labels is no label
+        (8 * MIB, 8 * MIB - 600 * KIB, True),  # below L2
+        (8 * MIB, 8 * MIB - 500 * KIB, False),  # L2
+        (8 * MIB, 8 * MIB - 1, False),  # L3
+        # not a multiple of 256 KiB: L2 and L3 end at the size rounded down, zeros after them
+        (8 * MIB + 100 * KIB, 8 * MIB - 1, False),
+        (8 * MIB + 100 * KIB, 8 * MIB + 50 * KIB, True),
+        (512 * KIB, None, False),  # too small to tell: zdb reads it
+    ],
+)
+def test_label_areas_blank(tmp_path, size, offset, blank):
+    device = tmp_path / "drive"
+    with device.open("wb") as f:
+        f.truncate(size)
+        if offset is not None:
+            f.seek(offset)
+            f.write(b"\x01")
+    assert label_areas_blank(device) is blank
+
+
+def test_label_areas_of_a_missing_device_are_not_blank(tmp_path):
+    assert label_areas_blank(tmp_path / "gone") is False
+
+
+def test_zdb_runs_only_where_labels_may_be():
+    command = str(DriveState().command(paths=[intel(1)]))
+    assert command.startswith("label_areas_blank() {")
+    assert '! label_areas_blank "$x"; then echo "@zdb $x"; zdb -l "$x"' in command
