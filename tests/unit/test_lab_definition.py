@@ -199,7 +199,7 @@ def test_the_lab_definition_loads_as_before():
     db1 = lab.vm("db1")
     assert (db1.memory, db1.vcpus, db1.drive_count, db1.drive_size, db1.ssh_port) == (
         4096,
-        2,
+        1,
         24,
         512 * 1024**2,
         2221,
