@@ -23,8 +23,9 @@ from tests.e2e.conftest import REPO
 from tests.e2e.pyinfra_results import assert_changed_nothing
 from tests.e2e.test_switchover import INTACT, PG_INTACT, PG_TABLE_SUM, SETUP, psql, sql
 
-# Outside CI's budget (./dbzfs test-long): green in a full run in CI's order at bd66215, where it
-# took 1457 s and made the run 76 min with the image cached, about 88 from a cold machine.
+# Outside CI's budget (./dbzfs test-long): green in full runs in CI's order at bd66215 (1457 s,
+# the run 76 min with the image cached) and at 23d28d4 (1538 s, the run 72 min; about 84 from a
+# cold machine).
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 SWITCHED = REPO / "tests" / "e2e" / "inventories" / "swapped_roles.py"
