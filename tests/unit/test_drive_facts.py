@@ -2,7 +2,7 @@ import subprocess
 
 import pytest
 
-from roles.facts.drives import DrivesByPattern, DriveState, natural_key
+from roles.facts.drives import LABEL_AREAS_BLANK, DrivesByPattern, DriveState, natural_key
 
 from tests.unit.fact_stubs import fixture_lines
 
@@ -224,8 +224,6 @@ def test_missing_blkid_is_an_error():
 
 def label_areas_blank(path) -> bool:
     """The fact's shell function, run by a real shell on a regular file."""
-    from roles.facts.drives import LABEL_AREAS_BLANK
-
     script = f'{LABEL_AREAS_BLANK} label_areas_blank "$1"'
     return subprocess.run(["bash", "-c", script, "bash", str(path)], check=False).returncode == 0
 
