@@ -32,6 +32,19 @@ drive_count = None
 # it the deploy refuses any drive that holds a partition table, a filesystem or a foreign pool.
 wipe_drives = []
 
+# --- ZFS install --------------------------------------------------------------------------------
+
+# "dkms": zfs-dkms from bookworm-backports compiles the module on the host (kernel headers and a
+# compiler installed there; minutes per host and per kernel update). "prebuilt": the module built
+# once per kernel (`./dbzfs zfs-repo`, README "ZFS without a compiler") and installed with the
+# matching ZFS tools from zfs_module_repository; a kernel the repository has no module for is
+# refused before anything changes.
+zfs_install = "dkms"
+# With zfs_install = "prebuilt": {"url": "http://apt.example.net/zfs-modules/", "suite":
+# "bookworm", "key_file": "/etc/dbzfs/zfs-modules.asc"}. key_file: the repository's public
+# signing key (armored), on the machine that runs the deploy; apt verifies every download with it.
+zfs_module_repository = None
+
 # --- Pool ---------------------------------------------------------------------------------------
 
 zpool_name = "dbpool"

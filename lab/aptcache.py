@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 
-from .definition import CACHE
+from .definition import CACHE, ZFS_REPO, ZFS_REPO_URL
 from .vm import Log
 
 ACNG = CACHE / "acng"
@@ -27,6 +27,12 @@ REMAP_SECDEB = (
 )
 
 
+# The lab's ZFS module repository (lab/module_repo.py): a local directory the daemon serves at
+# /ZFS_REPO_NAME/, and a repository name remapped to it, so that the guests' apt, which sends every
+# request through this proxy, can fetch it as ZFS_REPO_URL.
+ZFS_REPO_NAME = "dbzfs-zfs-modules"
+
+
 def _config(port: int) -> str:
     return f"""# Written by lab/aptcache.py: the lab's own apt-cacher-ng.
 CacheDir: {ACNG}/cache
@@ -38,6 +44,8 @@ PidFile: {PIDFILE}
 Foreground: 0
 Remap-debrep: file:deb_mirror*.gz /debian ; file:backends_debian # Debian Archives
 Remap-secdeb: {REMAP_SECDEB}
+LocalDirs: {ZFS_REPO_NAME} {ZFS_REPO}
+Remap-{ZFS_REPO_NAME.replace("-", "")}: {ZFS_REPO_URL.split("//", 1)[1].rstrip("/")} ; http://127.0.0.1:{port}/{ZFS_REPO_NAME}/
 ReportPage: acng-report.html
 ExThreshold: 4
 FollowIndexFileRemoval: 1
@@ -56,9 +64,13 @@ def answers(port: int, timeout: float = 1.0) -> bool:
 
 
 def ensure(port: int = 3142, log: Log = print) -> None:
-    """Start the daemon on 127.0.0.1:port unless something already answers there."""
+    """Start the daemon on 127.0.0.1:port unless something already answers there (ours is
+    restarted when its configuration changed)."""
     if answers(port):
-        return
+        if pid() is None or (CONF / "acng.conf").read_text() == _config(port):
+            return
+        log("==> apt cache: restarting apt-cacher-ng (its configuration changed)")
+        stop()
     exe = shutil.which("apt-cacher-ng") or "/usr/sbin/apt-cacher-ng"
     if not os.path.exists(exe):
         raise RuntimeError("apt-cacher-ng is not installed (run scripts/bootstrap)")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import yaml
 
-from . import aptcache, image, vm as vmmod
+from . import aptcache, image, module_repo, vm as vmmod
 from .definition import CACHE, REPO, SSH_CONFIG, STATE, VM, Lab, load  # noqa: F401 (STATE: for tests/labkit.py)
 from .vm import LabError, Log, rel
 
@@ -81,11 +81,14 @@ def up(lab: Lab | None = None, names: Sequence[str] | None = None, log: Log = pr
     t0 = time.monotonic()
     port = int(lab.network.get("apt_cache_port", 3142))
     guest_addr = lab.network.get("apt_cache_guest_address", "10.0.2.100")
-    image_dirs = {
-        variant: image.ensure(lab, variant, log=log) for variant in dict.fromkeys(vm.image for vm in vms)
-    }
+    prebuilt = any(vm.zfs_install == "prebuilt" for vm in vms)
+    # A VM installing ZFS prebuilt needs the zfs image's packages even when no VM boots that image.
+    variants = dict.fromkeys([vm.image for vm in vms] + (["zfs", "bare"] if prebuilt else []))
+    image_dirs = {variant: image.ensure(lab, variant, log=log) for variant in variants}
     prune_images(lab, log=log)
     aptcache.ensure(port, log=log)
+    if prebuilt:
+        module_repo.ensure(lab, log=log)
     vmmod.ensure_key()
     vmmod.write_ssh_config(lab)
     vmmod.ensure_switch()

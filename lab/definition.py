@@ -20,6 +20,10 @@ STATE = REPO / ".lab"
 CACHE = Path(os.environ.get("DBZFS_LAB_CACHE", "/var/cache/dbzfs-lab"))
 SSH_KEY = STATE / "id_ed25519"
 SSH_CONFIG = STATE / "ssh_config"
+# The lab's ZFS module repository (zfsrepo, published by lab/module_repo.py from the zfs image's
+# packages), served by the lab's apt-cacher-ng under a name only it resolves.
+ZFS_REPO = CACHE / "zfs-repo"
+ZFS_REPO_URL = "http://dbzfs-zfs-modules.lab/"
 
 BY_ID_PREFIX = "nvme-QEMU_NVMe_Ctrl_"  # how the guest's udev names a qemu NVMe drive by serial
 ENGINES = ("mariadb", "postgresql")
@@ -89,6 +93,7 @@ class VM:
     drive_size: int  # bytes
     drive_serial: str  # format with {vm} and {index}
     image: str = "zfs"  # "zfs": the lab image; "bare": Debian 12 without ZFS or kernel headers
+    zfs_install: str | None = None  # None: in the image; "prebuilt" / "dkms": the deploy installs it
     groups: tuple[str, ...] = ()  # inventory groups beyond the engine's, e.g. ("monitoring",)
 
     @property
@@ -129,6 +134,19 @@ class VM:
             "hardware": {"ram_bytes": self.memory * 1024 * 1024, "cpus": self.vcpus},
             "drive_pattern": self.drive_pattern,
             "drive_count": self.drive_count,
+        } | self.zfs_install_data
+
+    @property
+    def zfs_install_data(self) -> dict:
+        if self.zfs_install != "prebuilt":
+            return {}
+        return {
+            "zfs_install": "prebuilt",
+            "zfs_module_repository": {
+                "url": ZFS_REPO_URL,
+                "suite": "bookworm",
+                "key_file": str(ZFS_REPO / "dbzfs-zfs-modules.asc"),
+            },
         }
 
 
@@ -223,9 +241,13 @@ VM_KEYS = (
     "drive_size",
     "drive_serial",
     "groups",
+    "zfs_install",
 )
-# primary and server_id: per engine and role; groups: optional
-REQUIRED = tuple(k for k in VM_KEYS if k not in ("primary", "server_id", "groups"))
+# primary and server_id: per engine and role; groups, zfs_install: optional
+REQUIRED = tuple(k for k in VM_KEYS if k not in ("primary", "server_id", "groups", "zfs_install"))
+# How a VM of `vms` gets ZFS: absent, from the lab image; "prebuilt", booted from the bare image and
+# installed by the deploy from the lab's module repository. bare_vms install with DKMS.
+ZFS_INSTALLS = ("prebuilt",)
 IMAGE_TEXT = ("suite", "mirror", "security_mirror", "size")
 IMAGE_LISTS = ("components", "base_packages", "kernel_packages", "header_packages", "zfs_packages")
 EXTRA_GROUPS = ("monitoring",)  # group_data/<group>.py applies to the VMs listed in it
@@ -310,7 +332,7 @@ def _check(raw: object) -> Lab:
             vm.primary not in everything
             or everything[vm.primary].engine != vm.engine
             or everything[vm.primary].role != "primary"
-            or everything[vm.primary].image != vm.image
+            or (vm.primary in bare) != (vm.name in bare)
         ):
             raise LabDefinitionError(
                 f"is not a {vm.engine} primary here",
@@ -466,6 +488,19 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
         )
     if len({len(x) for x in serials}) != 1 or serial.count("{index") != 1:
         fail("drive_serial", "drive_serial needs one fixed-width {index:0Nd}", 'e.g. "{vm}-nvme{index:02d}"')
+    zfs_install = s.get("zfs_install")
+    if section == "bare_vms":
+        if zfs_install is not None:
+            fail("zfs_install", "a bare VM installs ZFS with DKMS (./dbzfs test-install)", "remove it")
+        zfs_install = "dkms"
+    elif zfs_install is not None and zfs_install not in ZFS_INSTALLS:
+        fail(
+            "zfs_install",
+            "not a way the lab installs ZFS",
+            "prebuilt (the bare image, ZFS from the lab's module repository), or leave it out",
+        )
+    if zfs_install == "prebuilt":
+        image = "bare"
     groups = s.get("groups") or []
     if not (isinstance(groups, list) and all(g in EXTRA_GROUPS for g in groups)):
         fail(
@@ -488,5 +523,6 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
         drive_size=drive_size,
         drive_serial=serial,
         image=image,
+        zfs_install=zfs_install,
         groups=tuple(groups),
     )

@@ -10,7 +10,9 @@ is renamed into place only when complete: a failed or interrupted build leaves n
 (and the next build removes its leftovers).
 
 An image directory holds root.img (raw ext4, read-only base for the VMs' qcow2 overlays),
-vmlinuz, initrd.img, manifest.json (kernel and ZFS versions, build time) and build.log.
+vmlinuz, initrd.img, manifest.json (kernel and ZFS versions, build time) and build.log; the zfs
+image's also holds zfs-debs/: the module package for its kernel and the ZFS userland it installed,
+which the lab publishes as its ZFS module repository (zfsrepo) for VMs that install ZFS prebuilt.
 Per-VM settings (hostname, private address, root's ssh key) are not in the image: they come on
 the kernel command line at boot (lab/guest/dbzfs-lab-boot).
 """
@@ -27,6 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from zfsrepo import package
+
 from . import aptcache
 from .definition import CACHE, Lab
 from .vm import Log
@@ -42,6 +46,7 @@ class ImageBuildError(RuntimeError):
 
 
 VARIANTS = ("zfs", "bare")
+REPO_DEBS = "zfs-debs"  # in the zfs image's directory
 
 
 def key(lab: Lab, variant: str = "zfs") -> str:
@@ -57,7 +62,8 @@ def key(lab: Lab, variant: str = "zfs") -> str:
         ).encode()
     )
     # The builder's code as Python sees it: comments and formatting do not rebuild the image.
-    h.update(ast.dump(ast.parse(Path(__file__).read_text())).encode())
+    for code in (Path(__file__), Path(package.__file__)):
+        h.update(ast.dump(ast.parse(code.read_text())).encode())
     for f in sorted(GUEST_FILES.iterdir()):
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
@@ -100,6 +106,31 @@ def ensure(lab: Lab, variant: str = "zfs", log: Log = print) -> Path:
             _remove_tree(tmp)
             raise
     return target
+
+
+def _repository_debs(root: Path, out: Path) -> None:
+    """What `./dbzfs zfs-repo` publishes: the module package DKMS's build in this root makes, and
+    the ZFS userland packages of the same version the root installed."""
+    kernels = [k.name for k in (root / "lib/modules").iterdir()]
+    if len(kernels) != 1:
+        raise ImageBuildError(f"expected one kernel in the image, found {kernels}")
+    version = subprocess.run(
+        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Version}", "zfs-dkms"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    try:
+        package.build_module_deb(root, kernels[0], version, out)
+        for deb in package.userland_debs(root / "var/cache/apt/archives", version):
+            shutil.copy2(deb, out / deb.name)
+    except package.PackageError as e:
+        raise ImageBuildError(str(e)) from None
+
+
+def repository_debs(lab: Lab) -> list[Path]:
+    """The zfs image's module package and ZFS userland (built with the image)."""
+    return sorted((path(lab, "zfs") / REPO_DEBS).glob("*.deb"))
 
 
 def _mounts_under(root: Path) -> list[str]:
@@ -247,6 +278,8 @@ def _build(lab: Lab, variant: str, tmp: Path, log: Log) -> None:
                 f"{suite}-backports",
                 *spec["zfs_packages"],
             )
+            step("ZFS module package and userland for the module repository (zfsrepo)")
+            _repository_debs(root, tmp / REPO_DEBS)
         chroot("apt-get", "clean")
     finally:
         _unmount_all(root)

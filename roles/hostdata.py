@@ -124,6 +124,8 @@ class HostConfig:
     db_users: list = field(default_factory=list)
     monitoring: MonitoringSpec | None = None
     prometheus_server: bool = False  # in the inventory's `monitoring` group
+    zfs_install: str = "dkms"
+    module_repository: Mapping | None = None  # zfs_module_repository: url, suite, key_file
 
     @classmethod
     def from_data(cls, name: str, data: Mapping[str, Any]) -> HostConfig:
@@ -184,6 +186,8 @@ class HostConfig:
             db_users=list(_get(data, "db_users")),
             monitoring=MonitoringSpec.from_data(data),
             prometheus_server=_get(data, "prometheus_server"),
+            zfs_install=_get(data, "zfs_install"),
+            module_repository=_get(data, "zfs_module_repository"),
         )
 
     # --- derived -----------------------------------------------------------------------------

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roles import db_settings, monitoring_rules, render, secrets as secrets_mod, zfs_module_params
+from roles import (
+    db_settings,
+    monitoring_rules,
+    render,
+    secrets as secrets_mod,
+    zfs_module_params,
+    zfs_packages,
+)
 from roles.hostdata import BY_ID, HostConfig, parse_size
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -147,6 +154,13 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
     "zfs_dataset_roles": (_MAP, False, "the default from group_data/all.py"),
     "zfs_dataset_properties": (_MAP, False, '{"datastore/postgresql": {"recordsize": "64k"}}'),
     "zfs_module_params": (_MAP, False, '{"zfs_txg_timeout": 10}'),
+    "zfs_install": (_STR, False, '"dkms" or "prebuilt"'),
+    "zfs_module_repository": (
+        _MAP,
+        True,
+        '{"url": "http://apt.example.net/zfs-modules/", "suite": "bookworm", '
+        '"key_file": "/etc/dbzfs/zfs-modules.asc"}',
+    ),
     "db_settings": (_MAP, False, '{"innodb_io_capacity": 2000}'),
     "max_connections": (_INT, True, "500, or None for the sized default"),
     "db_client_networks": (_LIST, False, '["10.1.0.0/16"]'),
@@ -339,6 +353,7 @@ class _Checker:
             self.pool(cfg)
             self.datasets(cfg)
             self.module_params(cfg)
+            self.zfs_install(cfg)
             self.monitoring(cfg)
             self.database(cfg)
         self.fleet_drives()
@@ -1077,6 +1092,85 @@ class _Checker:
             self.add(c.name, where, value, "unknown compression", "lz4 or zstd[-N]")
         elif prop in CHOICES and str(value) not in CHOICES[prop]:
             self.add(c.name, where, value, f"invalid value for {prop}", f"use one of {list(CHOICES[prop])}")
+
+    def zfs_install(self, c: HostConfig) -> None:
+        if not self.ok(c, "zfs_install", "zfs_module_repository"):
+            return
+        if c.zfs_install not in zfs_packages.INSTALLS:
+            self.add(
+                c.name,
+                "zfs_install",
+                c.zfs_install,
+                "not a way to install ZFS",
+                '"dkms" (the module compiled on the host) or "prebuilt" (from zfs_module_repository)',
+            )
+            return
+        repo = c.module_repository
+        if c.zfs_install == "dkms":
+            if repo is not None:
+                self.add(
+                    c.name,
+                    "zfs_module_repository",
+                    repo,
+                    'set, but zfs_install is "dkms": nothing would use it',
+                    'set zfs_install = "prebuilt", or remove zfs_module_repository',
+                )
+            return
+        example = KEY_TYPES["zfs_module_repository"][2]
+        if repo is None:
+            self.add(
+                c.name,
+                "zfs_module_repository",
+                None,
+                'missing: zfs_install "prebuilt" installs the module from it',
+                f"e.g. {example} (./dbzfs zfs-repo builds one)",
+            )
+            return
+        for field in sorted(set(repo) - {"url", "suite", "key_file"}, key=str):
+            self.add(
+                c.name,
+                f"zfs_module_repository[{field!r}]",
+                repo[field],
+                "unknown field",
+                "use url, suite, key_file",
+            )
+        url, suite, key_file = repo.get("url"), repo.get("suite"), repo.get("key_file")
+        where = "zfs_module_repository"
+        if not (isinstance(url, str) and re.fullmatch(r"https?://[^\s/]+(/\S*)?", url)):
+            self.add(
+                c.name,
+                f"{where}['url']",
+                url,
+                "not an http(s) URL",
+                'e.g. "http://apt.example.net/zfs-modules/"',
+            )
+        if not (isinstance(suite, str) and re.fullmatch(r"[a-z][a-z0-9-]*", suite)):
+            self.add(c.name, f"{where}['suite']", suite, "not a Debian suite name", '"bookworm"')
+        if not isinstance(key_file, str) or not key_file:
+            self.add(
+                c.name, f"{where}['key_file']", key_file, "missing: the repository's public key", example
+            )
+            return
+        path = Path(key_file).expanduser()
+        try:
+            head = path.read_text(errors="replace")[:200]
+        except OSError as e:
+            self.add(
+                c.name,
+                f"{where}['key_file']",
+                key_file,
+                f"cannot be read on this machine ({e.strerror})",
+                "the armored public key ./dbzfs zfs-repo wrote (dbzfs-zfs-modules.asc)",
+            )
+            return
+        if "-----BEGIN PGP PUBLIC KEY BLOCK-----" not in head:
+            self.add(
+                c.name,
+                f"{where}['key_file']",
+                key_file,
+                "not an armored OpenPGP public key",
+                "export it with gpg --armor --export KEY (a private key never goes to the hosts)",
+            )
 
     def module_params(self, c: HostConfig) -> None:
         if not self.ok(c, "zfs_module_params"):

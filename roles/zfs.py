@@ -3,6 +3,8 @@ pool, the engine's datasets, sized module parameters, a scrub schedule and a cap
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
@@ -12,7 +14,7 @@ from pyinfra.operations import apt, files, server
 from roles import engine, render, zfs_packages
 from roles.engine import sized_for_this_host
 from roles.facts.drives import DrivesByPattern
-from roles.facts.zfs import ZpoolProperties
+from roles.facts.zfs import ModuleRepositoryPackages, ZpoolProperties
 from roles.hostdata import HostConfig
 from roles.operations import accounts, units, zfs as zfs_ops, zpool
 
@@ -41,13 +43,55 @@ def resolve_drives(cfg: HostConfig) -> list[str]:
 
 
 @deploy("Install ZFS")
-def install() -> None:
+def install(cfg: HostConfig) -> None:
     try:
         suite = zfs_packages.suite(host.get_fact(LinuxDistribution))
         installed = engine.installed_packages()
-        headers = zfs_packages.header_packages(host.get_fact(KernelVersion), installed)
+        release = host.get_fact(KernelVersion)
+        if cfg.zfs_install == "prebuilt":
+            packages = _prebuilt_packages(cfg, release, installed)
+        else:
+            headers = zfs_packages.header_packages(release, installed)
     except zfs_packages.InstallError as e:
         raise PyinfraError(f"{host.name}: {e}; nothing was changed.") from None
+    if cfg.zfs_install == "prebuilt":
+        repo = cfg.module_repository
+        files.put(
+            name="Signing key of the ZFS module repository",
+            src=str(Path(repo["key_file"]).expanduser()),
+            dest=zfs_packages.MODULE_REPOSITORY_KEYRING,
+            mode="644",
+        )
+        apt.repo(
+            name=f"ZFS module repository {repo['url']}",
+            src=zfs_packages.repository_source(repo["url"], repo["suite"]),
+            filename="dbzfs-zfs-modules",
+        )
+        engine.packages(
+            f"ZFS module for Linux {release.strip()} and the matching tools, prebuilt (nothing compiles)",
+            packages,
+            installed=installed,
+            max_list_age=0,
+        )  # lists of the source just added
+    else:
+        _install_dkms(suite, headers, installed)
+    server.modprobe(name="Load the zfs module", module="zfs")
+    # zfsutils-linux loads the module at boot with this unit; make sure nobody disabled it.
+    units.service(name="Load zfs at boot", unit="zfs-load-module.service", enabled=True)
+
+
+def _prebuilt_packages(cfg: HostConfig, release: str, installed: dict) -> list[str]:
+    """The pinned module and tools; the repository's index is read only when the module for the
+    running kernel is not installed yet."""
+    repo = cfg.module_repository
+    index, error = None, ""
+    if not installed.get(zfs_packages.module_package(release)):
+        answer = host.get_fact(ModuleRepositoryPackages, url=repo["url"], suite=repo["suite"])
+        index, error = answer.get("packages"), answer.get("error", "")
+    return zfs_packages.prebuilt_packages(release, repo["url"], index, installed, error)
+
+
+def _install_dkms(suite: str, headers: list[str], installed: dict) -> None:
     apt.repo(
         name=f"Debian {suite}-backports (contrib) for ZFS 2.3",
         src=zfs_packages.backports_source(suite),
@@ -67,9 +111,6 @@ def install() -> None:
         installed=installed,
         extra_install_args=f"-t {suite}-backports",
     )
-    server.modprobe(name="Load the zfs module", module="zfs")
-    # zfsutils-linux loads the module at boot with this unit; make sure nobody disabled it.
-    units.service(name="Load zfs at boot", unit="zfs-load-module.service", enabled=True)
 
 
 @deploy("Pool")
@@ -150,7 +191,7 @@ def scrub_and_capacity(cfg: HostConfig) -> None:
 @deploy("ZFS storage")
 def storage() -> None:
     cfg = engine.host_config()
-    install()
+    install(cfg)
     pool(cfg)
     datasets(cfg)
     module_parameters(cfg)

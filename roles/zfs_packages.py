@@ -10,6 +10,11 @@ for every kernel whose headers are installed. So the headers must be
 Headers come from the release the kernel came from, never with `-t bookworm-backports`: with
 that, linux-headers-amd64 resolves to the backports kernel series (6.12), which matches no
 installed kernel, and the running kernel gets no module.
+
+Or prebuilt (zfs_install: "prebuilt"): the module built once per kernel and served with the
+matching ZFS userland from the operator's signed apt repository (`./dbzfs zfs-repo`): the host
+installs zfs-modules-$(uname -r), zfsutils-linux and zfs-zed at the module's version, and no
+compiler, headers or backports. A kernel the repository has no module for is refused.
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ import re
 
 SUPPORTED = {"debian": {"12": "bookworm"}}
 ZFS_PACKAGES = ["zfs-dkms", "zfsutils-linux", "zfs-zed"]
+ZFS_TOOLS = ["zfsutils-linux", "zfs-zed"]  # with the prebuilt module: same version as the module
+INSTALLS = ("dkms", "prebuilt")
+MODULE_REPOSITORY_KEYRING = "/etc/apt/keyrings/dbzfs-zfs-modules.asc"
+MODULE_REPOSITORY_COMPONENT = "main"
 # linux-image-<flavour>: a metapackage (no version in the name), not a -dbg one
 _METAPACKAGE = re.compile(r"linux-image-([a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)")
 
@@ -73,3 +82,61 @@ def missing(packages: list[str], installed: dict[str, set[str]]) -> list[str]:
         if name not in installed or (version and version not in installed[name]):
             out.append(p)
     return out
+
+
+def module_package(release: str) -> str:
+    """The prebuilt module package for a kernel (`uname -r`)."""
+    return f"zfs-modules-{release.strip()}"
+
+
+def repository_source(url: str, suite: str) -> str:
+    return f"deb [signed-by={MODULE_REPOSITORY_KEYRING}] {url} {suite} {MODULE_REPOSITORY_COMPONENT}"
+
+
+def prebuilt_packages(
+    release: str,
+    url: str,
+    available: dict[str, list[str]] | None,
+    installed: dict[str, set[str]],
+    error: str = "",
+) -> list[str]:
+    """zfs-modules-<release>, zfsutils-linux and zfs-zed pinned to one version: the installed
+    module's, else the repository's (`available`: its index, package -> versions; None when it was
+    not read because the module is installed). InstallError, naming the kernel and the
+    repository, when the repository cannot be read or has no module for this kernel."""
+    release = release.strip()
+    if not any(p in installed for p in (f"linux-image-{release}", f"linux-image-{release}-unsigned")):
+        raise InstallError(
+            f"the running kernel {release} is not an installed Debian package (no linux-image-{release}): "
+            "a prebuilt ZFS module is built for a Debian kernel. Boot a Debian kernel first"
+        )
+    name = module_package(release)
+    if installed.get(name):
+        version = sorted(installed[name])[-1]
+    else:
+        if available is None or error:
+            raise InstallError(
+                f"the ZFS module repository {url} could not be read ({error or 'no answer'}), so the "
+                f"module package for the running kernel {release} cannot be checked"
+            )
+        versions = available.get(name) or []
+        if not versions:
+            others = sorted(p for p in available if p.startswith("zfs-modules-"))
+            raise InstallError(
+                f"the ZFS module repository {url} has no {name} for the running kernel {release} "
+                f"(it has {', '.join(others) or 'no module package'}). Build one for this kernel "
+                f"(./dbzfs zfs-repo --kernel {release}) or install with zfs_install: dkms"
+            )
+        if len(set(versions)) > 1:
+            raise InstallError(
+                f"the ZFS module repository {url} has {name} at several versions "
+                f"({', '.join(sorted(set(versions)))}): publish one version per kernel"
+            )
+        version = versions[0]
+        lacking = [p for p in ZFS_TOOLS if version not in (available.get(p) or [])]
+        if lacking:
+            raise InstallError(
+                f"the ZFS module repository {url} has {name} {version} but not {', '.join(lacking)} at that "
+                "version: module and tools must match (republish with ./dbzfs zfs-repo)"
+            )
+    return [f"{name}={version}"] + [f"{p}={version}" for p in ZFS_TOOLS]

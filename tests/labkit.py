@@ -112,10 +112,13 @@ class Lab:
             log(summary if summary.startswith("==>") else f"==> no converge profile (rc {result.rc})")
         return result
 
-    def pyinfra_dry(self, deploy="deploy.py", timeout=3600):
+    def pyinfra_dry(self, deploy="deploy.py", timeout=3600, limit=None):
         """pyinfra INVENTORY DEPLOY --dry --diff, without -y (with -y pyinfra skips change
-        detection, and a dry run would propose nothing)."""
-        return self._local([str(control.PYINFRA), str(self.inventory), deploy, "--dry", "--diff"], timeout)
+        detection, and a dry run would propose nothing); `limit`: pyinfra's --limit."""
+        extra = ["--limit", limit] if limit else []
+        return self._local(
+            [str(control.PYINFRA), str(self.inventory), deploy, "--dry", "--diff", *extra], timeout
+        )
 
     def testinfra(self, *paths, timeout=1800):
         return self._local(

@@ -344,3 +344,41 @@ class ZfsModuleParameters(FactBase):
     @override
     def default() -> dict[str, Any]:
         return {"live": {}, "persisted": {}, "conf": None}
+
+
+class ModuleRepositoryPackages(FactBase):
+    """
+    Returns the packages of an apt repository's index for this host's architecture as
+    ``{"packages": {name: [versions]}}``, read with apt's own downloader (``apt-helper``, so through
+    the host's apt proxy and sources' transport) without touching apt's lists or sources; or
+    ``{"error": "..."}`` when neither ``Packages.gz`` nor ``Packages`` could be fetched. The
+    signature is apt's business at install time; this only answers "is there a module for this
+    kernel" before anything changes.
+    """
+
+    _script = (
+        "arch=$(dpkg --print-architecture); d=$(mktemp -d); trap 'rm -rf \"$d\"' EXIT; "
+        'for ext in .gz ""; do '
+        'if /usr/lib/apt/apt-helper download-file "$base/binary-$arch/Packages$ext" "$d/Packages$ext" '
+        '>"$d/log" 2>&1; then '
+        'if [ "$ext" = .gz ]; then gzip -dc "$d/Packages.gz"; else cat "$d/Packages"; fi '
+        "| awk '/^Package: /{p=$2} /^Version: /{print \"pkg\", p, $2}'; exit 0; fi; done; "
+        'echo "error $(grep -v "^Get:" "$d/log" | tail -n 2 | tr "\\n" " ")"'
+    )
+
+    @override
+    def command(self, url: str, suite: str, component: str = "main") -> StringCommand:
+        base = f"{url.rstrip('/')}/dists/{suite}/{component}"
+        return StringCommand("base=" + "'" + base.replace("'", "'\\''") + "';", self._script)
+
+    @override
+    def process(self, output: Iterable[str]) -> dict[str, Any]:
+        packages: dict[str, list[str]] = {}
+        for line in output:
+            kind, _, rest = line.partition(" ")
+            if kind == "error":
+                return {"error": rest.strip() or "could not fetch the package index"}
+            if kind == "pkg":
+                name, _, version = rest.partition(" ")
+                packages.setdefault(name, []).append(version.strip())
+        return {"packages": packages}

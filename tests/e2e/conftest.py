@@ -68,9 +68,10 @@ def lab(request):
 # ones leave (test_safety wipes pg2's drives, so it comes last). The bare VM's module comes first
 # and powers its VM off before the lab boots.
 MODULE_ORDER = [
-    "test_bare_host_plan.py",
     "test_lab.py",
+    "test_bare_host_plan.py",
     "test_zfs_role.py",
+    "test_zfs_install.py",
     "test_mariadb_role.py",
     "test_postgresql_role.py",
     "test_monitoring.py",

@@ -1,30 +1,25 @@
-"""A bare Debian 12 VM (no ZFS, no kernel headers, no backports): `deploy.py --dry` plans the
-ZFS install and everything after it, and changes nothing. (The install itself compiles ZFS's
-module in the guest, most of an hour under TCG: tests/install, `./dbzfs test-install`.)"""
+"""The lab's VMs that start as bare Debian 12 servers (lab.yaml `zfs_install: prebuilt`: the bare
+image, no ZFS, no kernel headers, no backports): before the first converge, `deploy.py --dry`
+plans their ZFS install from the lab's module repository, and everything after it, and changes
+nothing. (The DKMS install compiles ZFS's module in the guest, most of an hour under TCG: tests/install,
+`./dbzfs test-install`.)"""
 
 import pytest
 
-from lab.definition import load
-
-from tests import labkit
 from tests.bare_host import check_dry_run_plans_the_install, check_starts_bare
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def bare(request):
-    labkit.set_capture(request)
-    definition = load()
-    with labkit.fresh(
-        definition, list(definition.bare), labkit.REPO / "inventories" / "lab_install.py", what="bare host"
-    ) as booted:
-        yield booted
+def prebuilt(lab):
+    names = [n for n, vm in lab.vms.items() if vm.zfs_install == "prebuilt"]
+    assert names, "lab.yaml has no VM with zfs_install: prebuilt"
+    return names
 
 
-def test_the_vm_starts_bare(bare):
-    check_starts_bare(bare)
+def test_the_prebuilt_install_vms_start_bare(lab):
+    check_starts_bare(lab, prebuilt(lab))
 
 
-def test_dry_run_plans_the_install_and_changes_nothing(bare, timings):
-    check_dry_run_plans_the_install(bare, timings)
+def test_dry_run_plans_the_prebuilt_install_and_changes_nothing(lab, timings):
+    check_dry_run_plans_the_install(lab, timings, how="prebuilt", names=prebuilt(lab))

@@ -102,7 +102,7 @@ CASES = {
         vm("db1", memroy=8192),
         "db1: memroy = 8192: unknown key. Fix: use only "
         "engine, role, primary, server_id, ssh_port, private_address, memory, "
-        "vcpus, drive_count, drive_size, drive_serial, groups",
+        "vcpus, drive_count, drive_size, drive_serial, groups, zfs_install",
     ),
     "unknown engine": (
         vm("db1", engine="mysql"),
@@ -205,3 +205,17 @@ def test_the_lab_definition_loads_as_before():
         2221,
     )
     assert lab.image == BASE["image"]  # the image cache key hashes it: unchanged
+
+
+def test_zfs_install_prebuilt_boots_the_bare_image_and_bare_vms_refuse_it():
+    raw = copy.deepcopy(BASE)
+    name = next(iter(raw["vms"]))
+    raw["vms"][name]["zfs_install"] = "prebuilt"
+    vm = _check(raw).vms[name]
+    assert (vm.image, vm.zfs_install) == ("bare", "prebuilt")
+    assert vm.host_data["zfs_install"] == "prebuilt"
+    assert set(vm.host_data["zfs_module_repository"]) == {"url", "suite", "key_file"}
+    raw["vms"][name]["zfs_install"] = "dkms"
+    with pytest.raises(LabDefinitionError) as err:
+        _check(raw)
+    assert "zfs_install = 'dkms': not a way the lab installs ZFS" in str(err.value)

@@ -53,7 +53,10 @@ def test_drive_pattern_matches_exactly_the_vms_own_drives():
 def test_bare_vms_are_not_in_the_lab_inventory_but_in_their_own():
     lab = load()
     assert list(lab.bare) == ["bare1"] and lab.bare["bare1"].image == "bare"
-    assert all(vm.image == "zfs" for vm in lab.vms.values())
+    # the lab's VMs boot the zfs image, except those whose deploy installs ZFS prebuilt
+    assert all(vm.image == ("bare" if vm.zfs_install == "prebuilt" else "zfs") for vm in lab.vms.values())
+    assert [vm.name for vm in lab.vms.values() if vm.zfs_install == "prebuilt"] == ["pg2"]
+    assert lab.bare["bare1"].zfs_install == "dkms" and "zfs_install" not in lab.bare["bare1"].host_data
     assert "bare1" not in lab.names and lab.vm("bare1").ssh_port == 2241
     inv = runpy.run_path(str(REPO / "inventories" / "lab_install.py"))
     assert [n for n, _ in inv["mariadb"]] == ["bare1"] and inv["postgresql"] == []

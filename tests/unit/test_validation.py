@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -271,3 +272,71 @@ def test_cli_rejects_a_bad_inventory_file(tmp_path):
     assert "db2: server_id = 1: also used by db1" in err
     assert "replication_password" in err
     assert "Traceback" not in err
+
+
+# --- zfs_install / zfs_module_repository ----------------------------------------------------
+
+PUBLIC_KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ...\n-----END PGP PUBLIC KEY BLOCK-----\n"
+
+
+def repo_data(tmp_path, **over):
+    key = tmp_path / "zfs-modules.asc"
+    key.write_text(PUBLIC_KEY)
+    return {"url": "http://apt.example.net/zfs-modules/", "suite": "bookworm", "key_file": str(key), **over}
+
+
+def prebuilt_problems(fleet, secrets, **data):
+    fleet["db1"].update(data)
+    return [(p.host, p.key, p.message) for p in validate(fleet, secrets)]
+
+
+def test_prebuilt_with_a_repository_is_valid(fleet, secrets, tmp_path):
+    assert (
+        prebuilt_problems(fleet, secrets, zfs_install="prebuilt", zfs_module_repository=repo_data(tmp_path))
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    "data, key, message",
+    [
+        ({"zfs_install": "source"}, "zfs_install", "not a way to install ZFS"),
+        ({"zfs_install": "prebuilt"}, "zfs_module_repository", 'missing: zfs_install "prebuilt" installs'),
+        ({"zfs_module_repository": "REPO"}, "zfs_module_repository", 'set, but zfs_install is "dkms"'),
+        (
+            {"zfs_install": "prebuilt", "zfs_module_repository": "REPO", "url": "ftp://x/"},
+            "zfs_module_repository['url']",
+            "not an http(s) URL",
+        ),
+        (
+            {"zfs_install": "prebuilt", "zfs_module_repository": "REPO", "suite": "Bookworm 12"},
+            "zfs_module_repository['suite']",
+            "not a Debian suite name",
+        ),
+        (
+            {"zfs_install": "prebuilt", "zfs_module_repository": "REPO", "key_file": "/nonexistent/k.asc"},
+            "zfs_module_repository['key_file']",
+            "cannot be read on this machine (No such file or directory)",
+        ),
+        (
+            {"zfs_install": "prebuilt", "zfs_module_repository": "REPO", "mirror": "x"},
+            "zfs_module_repository['mirror']",
+            "unknown field",
+        ),
+    ],
+)
+def test_zfs_install_mistakes_name_the_key(fleet, secrets, tmp_path, data, key, message):
+    data = dict(data)
+    extra = {k: data.pop(k) for k in ("url", "suite", "key_file", "mirror") if k in data}
+    if data.get("zfs_module_repository") == "REPO":
+        data["zfs_module_repository"] = repo_data(tmp_path, **extra)
+    found = prebuilt_problems(fleet, secrets, **data)
+    assert [(h, k) for h, k, _ in found] == [("db1", key)], found
+    assert message in found[0][2]
+
+
+def test_a_private_key_is_not_a_public_key(fleet, secrets, tmp_path):
+    repo = repo_data(tmp_path)
+    Path(repo["key_file"]).write_text("-----BEGIN PGP PRIVATE KEY BLOCK-----\n")
+    found = prebuilt_problems(fleet, secrets, zfs_install="prebuilt", zfs_module_repository=repo)
+    assert found == [("db1", "zfs_module_repository['key_file']", "not an armored OpenPGP public key")]

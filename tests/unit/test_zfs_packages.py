@@ -85,3 +85,64 @@ def test_debian_12_is_bookworm(distribution, expected):
 def test_other_systems_are_refused_by_name(distribution, shown):
     with pytest.raises(InstallError, match=f"Debian 12 \\(bookworm\\) only; this host runs {shown}"):
         suite(distribution)
+
+
+# --- prebuilt: the module package for the running kernel, tools at its version ----------------
+
+from roles.zfs_packages import module_package, prebuilt_packages, repository_source  # noqa: E402
+
+KERNEL = "6.1.0-57-amd64"
+URL = "http://apt.example.net/zfs-modules/"
+V = "2.3.2-1~bpo12+1"
+REPO = {
+    f"zfs-modules-{KERNEL}": [V],
+    "zfsutils-linux": [V],
+    "zfs-zed": [V],
+    "libzfs6linux": [V],
+}
+
+
+def test_prebuilt_pins_module_and_tools_to_the_modules_version():
+    assert prebuilt_packages(KERNEL + "\n", URL, REPO, BARE) == [
+        f"zfs-modules-{KERNEL}={V}",
+        f"zfsutils-linux={V}",
+        f"zfs-zed={V}",
+    ]
+    assert module_package(KERNEL) == f"zfs-modules-{KERNEL}"
+
+
+def test_prebuilt_on_an_installed_host_needs_no_repository():
+    installed = {**BARE, f"zfs-modules-{KERNEL}": {V}}
+    assert prebuilt_packages(KERNEL, URL, None, installed)[0] == f"zfs-modules-{KERNEL}={V}"
+
+
+def test_a_kernel_without_a_module_in_the_repository_is_refused_naming_both():
+    other = {k.replace(KERNEL, "6.1.0-56-amd64"): v for k, v in REPO.items()}
+    with pytest.raises(InstallError) as err:
+        prebuilt_packages(KERNEL, URL, other, BARE)
+    text = str(err.value)
+    assert f"{URL} has no zfs-modules-{KERNEL} for the running kernel {KERNEL}" in text
+    assert "(it has zfs-modules-6.1.0-56-amd64)" in text
+    assert f"./dbzfs zfs-repo --kernel {KERNEL}" in text and "zfs_install: dkms" in text
+
+
+def test_an_unreadable_repository_is_refused():
+    with pytest.raises(InstallError, match=r"could not be read \(404  Not Found\)"):
+        prebuilt_packages(KERNEL, URL, None, BARE, error="404  Not Found")
+
+
+def test_tools_at_another_version_than_the_module_are_refused():
+    skewed = {**REPO, "zfsutils-linux": ["2.3.3-1~bpo12+1"]}
+    with pytest.raises(InstallError, match="not zfsutils-linux at that version"):
+        prebuilt_packages(KERNEL, URL, skewed, BARE)
+
+
+def test_prebuilt_needs_a_debian_kernel():
+    with pytest.raises(InstallError, match="not an installed Debian package"):
+        prebuilt_packages("6.18.0-custom", URL, REPO, BARE)
+
+
+def test_repository_source_is_signed_by_the_keyring():
+    assert repository_source(URL, "bookworm") == (
+        f"deb [signed-by=/etc/apt/keyrings/dbzfs-zfs-modules.asc] {URL} bookworm main"
+    )

@@ -1,0 +1,94 @@
+"""The lab's VMs with `zfs_install: prebuilt` (lab.yaml: pg2) booted from the bare image, and the
+first converge installed ZFS on them from the lab's module repository (lab/module_repo.py, built
+with the zfs image by zfsrepo): the module package for the running kernel and the ZFS tools at its
+version, apt having verified the repository's signature; no compiler, headers or DKMS on the
+host. A power cycle brings the module, the pool, the datasets and the standby back with no deploy
+in between, and the testinfra checks pass again. (The second converge with 0 changes, for every VM
+of the lab: test_idempotence.py.)"""
+
+import re
+import time
+
+import pytest
+
+from lab import control
+
+from tests import labkit
+from tests.e2e.test_postgresql_role import streaming, wait_for
+
+pytestmark = pytest.mark.e2e
+
+NOTHING_COMPILES = (
+    "dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' zfs-dkms dkms 'linux-headers-*' 'gcc*' "
+    "'cpp-*' make build-essential 2>/dev/null | grep '^.i'; command -v cc gcc make dkms; true"
+)
+
+
+def prebuilt(lab):
+    names = [n for n, vm in lab.vms.items() if vm.zfs_install == "prebuilt"]
+    assert names, "lab.yaml has no VM with zfs_install: prebuilt"
+    return names
+
+
+def test_module_is_the_package_built_for_the_running_kernel(converged):
+    for name in prebuilt(converged):
+        kernel = converged.check(name, "uname -r").strip()
+        module = f"zfs-modules-{kernel}"
+        versions = dict(
+            line.split()
+            for line in converged.check(
+                name, f"dpkg-query -W -f '${{Package}} ${{Version}}\\n' {module} zfsutils-linux zfs-zed"
+            ).splitlines()
+        )
+        assert len(set(versions.values())) == 1 and len(versions) == 3, versions
+        owner = converged.check(name, 'dpkg -S "$(modinfo -n zfs)" "$(modinfo -n spl)"')
+        assert all(line.startswith(f"{module}:") for line in owner.splitlines()), owner
+        loaded = converged.check(name, "cat /sys/module/zfs/version").strip()
+        assert versions["zfsutils-linux"].startswith(loaded.split("-")[0]), (loaded, versions)
+        size = converged.check(name, f"dpkg-query -W -f '${{Installed-Size}}' {module}").strip()
+        labkit.log(f"==> {name}: {module} {versions[module]} installed ({int(size) // 1024} MiB unpacked)")
+
+
+def test_nothing_compiles_on_the_host(converged):
+    for name in prebuilt(converged):
+        assert converged.check(name, NOTHING_COMPILES).split() == [], name
+
+
+def test_apt_verified_the_repository_and_no_backports_were_needed(converged):
+    for name in prebuilt(converged):
+        sources = converged.check(name, "cat /etc/apt/sources.list.d/dbzfs-zfs-modules.list")
+        assert re.search(
+            r"^deb \[signed-by=/etc/apt/keyrings/dbzfs-zfs-modules\.asc\] http://\S+ bookworm main$",
+            sources,
+            re.M,
+        ), sources
+        # apt keeps a repository's InRelease only after its signature checked out
+        assert (
+            converged.check(name, "ls /var/lib/apt/lists/ | grep -c 'dbzfs-zfs-modules.*_InRelease$'").strip()
+            == "1"
+        )
+        assert (
+            converged.run(name, "grep -rl backports /etc/apt/sources.list /etc/apt/sources.list.d/").rc == 1
+        )
+
+
+def test_power_cycle_brings_module_pool_and_standby_back(converged, timings):
+    names = prebuilt(converged)
+    t0 = time.monotonic()
+    control.down(converged.definition, names, log=labkit.log)
+    control.up(converged.definition, names, log=labkit.log)
+    timings["power cycle of the prebuilt-install VMs"] = time.monotonic() - t0
+    for name in names:
+        assert converged.check(name, "cat /sys/module/zfs/version").strip()
+        conf = converged.check(name, "cat /etc/modprobe.d/zfs.conf")
+        arc = re.search(r"zfs_arc_max=(\d+)", conf).group(1)
+        assert converged.check(name, "cat /sys/module/zfs/parameters/zfs_arc_max").strip() == arc
+        assert converged.check(name, "zpool list -H -o name,health").split() == ["dbpool", "ONLINE"]
+        mounted = converged.check(name, "zfs list -H -o mounted -t filesystem dbpool/datastore/postgresql")
+        assert mounted.strip() == "yes", mounted
+        assert converged.check(name, "systemctl is-active postgresql@15-main").strip() == "active"
+    if "pg2" in names:
+        wait_for(lambda: streaming(converged), 180, "pg2 streaming from pg1 again after its power cycle")
+    result = labkit.Lab(converged.definition, names).testinfra("tests/infra")
+    assert result.ok, result.stdout[-6000:] + result.stderr[-2000:]
+    assert re.search(r"\b\d+ passed\b", result.stdout) and " failed" not in result.stdout

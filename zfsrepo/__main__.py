@@ -1,0 +1,78 @@
+"""`./dbzfs zfs-repo`: build the ZFS module repository for a Debian release and kernel.
+
+The module is built the way the lab image is (lab/image.py): a debootstrap chroot at native speed
+with the kernel's headers and zfs-dkms from backports, DKMS building for that kernel; then the
+module package and the matching ZFS userland are published as a signed apt repository in --out.
+Serve that directory with any web server and point the hosts at it (README, "ZFS without a
+compiler").
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+from lab import image
+from lab.definition import load
+
+from . import publish
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="./dbzfs zfs-repo", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, type=Path, help="directory to write the repository to (replaced)")
+    ap.add_argument(
+        "--kernel",
+        help="the kernel release to build for, as `uname -r` prints it on the hosts (e.g. 6.1.0-41-amd64); "
+        "default: the newest kernel of the release's linux-image-amd64",
+    )
+    ap.add_argument(
+        "--gnupg-home",
+        type=Path,
+        default=Path(os.environ.get("GNUPGHOME", Path.home() / ".gnupg")),
+        help="GnuPG home holding the signing key (default: $GNUPGHOME or ~/.gnupg)",
+    )
+    ap.add_argument("--key", help="the signing key's id or fingerprint (default: the home's only secret key)")
+    args = ap.parse_args(argv)
+
+    lab = load()
+    if args.kernel:
+        lab = dataclasses.replace(
+            lab,
+            image={
+                **lab.image,
+                "kernel_packages": [f"linux-image-{args.kernel}"],
+                "header_packages": [f"linux-headers-{args.kernel}"],
+            },
+        )
+    key = publish.fingerprint(args.gnupg_home, args.key)
+    if not key:
+        print(
+            f"zfs-repo: no secret key {args.key or ''} in {args.gnupg_home}. Make one with\n"
+            f"  gpg --homedir {args.gnupg_home} --quick-gen-key 'ZFS modules <ops@example.net>' "
+            "ed25519 sign never",
+            file=sys.stderr,
+        )
+        return 2
+    built = image.ensure(lab, "zfs")
+    kernel, zfs = image.manifest(lab, "zfs")["kernel"], image.manifest(lab, "zfs")["zfs"]
+    key_file = publish.publish(image.repository_debs(lab), args.out, lab.image["suite"], args.gnupg_home, key)
+    print(f"==> zfs-repo: ZFS {zfs} for Linux {kernel} ({lab.image['suite']}), built in {built}")
+    for deb in sorted((args.out / "pool" / publish.COMPONENT).glob("*.deb")):
+        print(f"    {deb.name} ({deb.stat().st_size // 1024} KiB)")
+    print(
+        f"==> repository: {args.out} (signed by {key}; public key {key_file})\n"
+        "    Serve the directory over http(s), then in the hosts' data:\n"
+        '      zfs_install = "prebuilt"\n'
+        '      zfs_module_repository = {"url": "http://YOUR-SERVER/PATH/", '
+        f'"suite": "{lab.image["suite"]}", '
+        f'"key_file": "{key_file}"}}'
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
