@@ -52,14 +52,21 @@ def main(argv: list[str] | None = None) -> int:
     if not key:
         print(
             f"zfs-repo: no secret key {args.key or ''} in {args.gnupg_home}. Make one with\n"
+            f"  mkdir -p -m 700 {args.gnupg_home}\n"
             f"  gpg --homedir {args.gnupg_home} --quick-gen-key 'ZFS modules <ops@example.net>' "
             "ed25519 sign never",
             file=sys.stderr,
         )
         return 2
-    built = image.ensure(lab, "zfs")
+    try:
+        built = image.ensure(lab, "zfs")
+        key_file = publish.publish(
+            image.repository_debs(lab), args.out, lab.image["suite"], args.gnupg_home, key
+        )
+    except (image.ImageBuildError, publish.PublishError) as e:
+        print(f"zfs-repo: {e}", file=sys.stderr)
+        return 1
     kernel, zfs = image.manifest(lab, "zfs")["kernel"], image.manifest(lab, "zfs")["zfs"]
-    key_file = publish.publish(image.repository_debs(lab), args.out, lab.image["suite"], args.gnupg_home, key)
     print(f"==> zfs-repo: ZFS {zfs} for Linux {kernel} ({lab.image['suite']}), built in {built}")
     for deb in sorted((args.out / "pool" / publish.COMPONENT).glob("*.deb")):
         print(f"    {deb.name} ({deb.stat().st_size // 1024} KiB)")

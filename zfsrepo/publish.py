@@ -98,6 +98,11 @@ def publish(debs: list[Path], out: Path, suite: str, gnupg_home: Path, key: str,
     """Write the repository to `out` (replacing what was there) and return its public key file."""
     if not debs:
         raise PublishError("no packages to publish")
+    if out.exists() and any(out.iterdir()) and not (out / KEY_FILE).exists():
+        raise PublishError(
+            f"refusing to replace {out}: it is not a repository zfs-repo wrote (no {KEY_FILE}); "
+            "give a new or empty directory"
+        )
     if not fingerprint(gnupg_home, key):
         raise PublishError(f"no secret key {key!r} in the GnuPG home {gnupg_home}")
     tmp = out.with_name(out.name + ".new")

@@ -101,3 +101,14 @@ def test_the_fact_quotes_the_url():
     assert (
         cmd.startswith("base=" + shlex.quote("http://x/it's/dists/bookworm/main") + ";") or "it'\\''s" in cmd
     )
+
+
+def test_publish_never_replaces_a_directory_it_did_not_write(signed_repo, tmp_path):
+    tmp, deb, _ = signed_repo
+    (tmp_path / "precious.txt").write_text("keep me")
+    key = publish.fingerprint(tmp / "gnupg")
+    with pytest.raises(publish.PublishError, match="refusing to replace"):
+        publish.publish([deb], tmp_path, "bookworm", tmp / "gnupg", key)
+    assert (tmp_path / "precious.txt").read_text() == "keep me"
+    publish.publish([deb], tmp / "repo", "bookworm", tmp / "gnupg", key)  # its own: replaced
+    publish.stop_agent(tmp / "gnupg")
