@@ -38,6 +38,13 @@ INSTALL_OPERATIONS = {
 }
 
 
+# The engine role's install operation, proposed after the ZFS install.
+ENGINE_INSTALL = {
+    "mariadb": "MariaDB server, client and monitoring from Debian",
+    "postgresql": "PostgreSQL 15 and monitoring",
+}
+
+
 def dry_run(lab, limit=None):
     """`pyinfra INVENTORY deploy.py --dry --diff` -> (returncode, output, proposed operations)."""
     result = lab.pyinfra_dry(limit=limit)
@@ -67,5 +74,7 @@ def check_dry_run_plans_the_install(lab, timings, how="dkms", names=None):
     timings["--dry on bare Debian"] = time.monotonic() - t0
     assert rc == 0, output[-6000:]
     assert_proposes_the_install(proposed, output, how)
-    assert any("server, client and monitoring from Debian" in p for p in proposed), proposed
+    for engine in {lab.vms[n].engine for n in names or lab.names}:
+        server = ENGINE_INSTALL[engine]
+        assert any(server in p for p in proposed), (server, proposed)
     check_starts_bare(lab, names)

@@ -3,7 +3,7 @@ capacity."""
 
 import pytest
 
-from roles import render
+from roles import render, zfs_packages
 from roles.facts.drives import DrivesByPattern
 from roles.facts.hardware import HostHardware
 from roles.facts.zfs import ZfsDatasetProperties, ZpoolProperties, ZpoolTopology
@@ -29,6 +29,23 @@ def expected_layout(host, cfg):
 def test_zfs_module_loaded(host):
     assert host.file("/sys/module/zfs").is_directory
     assert host.run("zfs version").rc == 0
+
+
+def test_zfs_installed_the_declared_way(host, cfg):
+    """zfs_install "prebuilt": the module is the package built for the running kernel, and nothing
+    that compiles is on the host; "dkms": DKMS built the module for the running kernel."""
+    kernel = host.run("uname -r").stdout.strip()
+    module_file = host.run("modinfo -n zfs").stdout.strip()
+    if cfg.zfs_install == "prebuilt":
+        package = zfs_packages.module_package(kernel)
+        assert host.package(package).is_installed, f"{package} is not installed"
+        assert host.run(f"dpkg -S {module_file}").stdout.startswith(f"{package}:"), module_file
+        for name in ("zfs-dkms", "dkms", f"linux-headers-{kernel}", "gcc", "make"):
+            assert not host.package(name).is_installed, f"{name} is installed on a prebuilt-ZFS host"
+    else:
+        assert host.package("zfs-dkms").is_installed
+        status = host.run("dkms status zfs").stdout
+        assert f", {kernel}, " in status and "installed" in status, status
 
 
 def test_pool_online(topology):
