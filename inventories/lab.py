@@ -25,6 +25,10 @@ def _host(vm: VM) -> tuple[str, dict]:
         "ssh_key": str(SSH_KEY),
         "ssh_strict_host_key_checking": "off",
         "ssh_known_hosts_file": "/dev/null",
+        # An emulated guest busy booting or importing its pool after a power loss can take longer
+        # than paramiko's 15 s to send its SSH banner: wait, and try again, rather than drop it.
+        "ssh_paramiko_connect_kwargs": {"banner_timeout": 60, "auth_timeout": 60},
+        "ssh_connect_retries": 2,
         **vm.host_data,
         **LAB_DATA,
     }

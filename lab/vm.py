@@ -175,7 +175,8 @@ def write_ssh_config(lab: Lab) -> Path:
     return SSH_CONFIG
 
 
-def ssh_argv(vm: VM, command: Sequence[str] = (), connect_timeout: int = 10) -> list[str]:
+def ssh_argv(vm: VM, command: Sequence[str] = (), connect_timeout: int = 30) -> list[str]:
+    # ConnectTimeout covers the banner exchange too: a busy emulated guest needs more than 10 s.
     return [
         "ssh",
         "-F",
