@@ -302,37 +302,32 @@ def test_prebuilt_with_a_repository_is_valid(fleet, secrets, tmp_path):
     [
         ({"zfs_install": "source"}, "zfs_install", "not a way to install ZFS"),
         ({"zfs_install": "prebuilt"}, "zfs_module_repository", 'missing: zfs_install "prebuilt" installs'),
-        ({"zfs_module_repository": "REPO"}, "zfs_module_repository", 'set, but zfs_install is "dkms"'),
-        (
-            {"zfs_install": "prebuilt", "zfs_module_repository": "REPO", "url": "ftp://x/"},
-            "zfs_module_repository['url']",
-            "not an http(s) URL",
-        ),
-        (
-            {"zfs_install": "prebuilt", "zfs_module_repository": "REPO", "suite": "Bookworm 12"},
-            "zfs_module_repository['suite']",
-            "not a Debian suite name",
-        ),
-        (
-            {"zfs_install": "prebuilt", "zfs_module_repository": "REPO", "key_file": "/nonexistent/k.asc"},
-            "zfs_module_repository['key_file']",
-            "cannot be read on this machine (No such file or directory)",
-        ),
-        (
-            {"zfs_install": "prebuilt", "zfs_module_repository": "REPO", "mirror": "x"},
-            "zfs_module_repository['mirror']",
-            "unknown field",
-        ),
     ],
 )
-def test_zfs_install_mistakes_name_the_key(fleet, secrets, tmp_path, data, key, message):
-    data = dict(data)
-    extra = {k: data.pop(k) for k in ("url", "suite", "key_file", "mirror") if k in data}
-    if data.get("zfs_module_repository") == "REPO":
-        data["zfs_module_repository"] = repo_data(tmp_path, **extra)
+def test_zfs_install_mistakes_name_the_key(fleet, secrets, data, key, message):
     found = prebuilt_problems(fleet, secrets, **data)
     assert [(h, k) for h, k, _ in found] == [("db1", key)], found
     assert message in found[0][2]
+
+
+def test_a_repository_without_prebuilt_is_a_mistake(fleet, secrets, tmp_path):
+    found = prebuilt_problems(fleet, secrets, zfs_module_repository=repo_data(tmp_path))
+    assert found == [("db1", "zfs_module_repository", 'set, but zfs_install is "dkms": nothing would use it')]
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("url", "ftp://x/", "not an http(s) URL"),
+        ("suite", "Bookworm 12", "not a Debian suite name"),
+        ("key_file", "/nonexistent/k.asc", "cannot be read on this machine (No such file or directory)"),
+        ("mirror", "x", "unknown field"),
+    ],
+)
+def test_repository_field_mistakes_name_the_field(fleet, secrets, tmp_path, field, value, message):
+    repo = repo_data(tmp_path, **{field: value})
+    found = prebuilt_problems(fleet, secrets, zfs_install="prebuilt", zfs_module_repository=repo)
+    assert found == [("db1", f"zfs_module_repository[{field!r}]", message)]
 
 
 def test_a_private_key_is_not_a_public_key(fleet, secrets, tmp_path):
