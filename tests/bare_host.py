@@ -61,6 +61,13 @@ def assert_proposes_the_install(proposed, output, how="dkms"):
     assert positions == sorted(positions), proposed
 
 
+def prebuilt(lab):
+    """The lab's VMs that boot bare and get ZFS prebuilt from the first converge (lab.yaml)."""
+    names = [n for n, vm in lab.vms.items() if vm.zfs_install == "prebuilt"]
+    assert names, "lab.yaml has no VM with zfs_install: prebuilt"
+    return names
+
+
 def check_starts_bare(lab, names=None):
     for name in names or lab.names:
         assert lab.check(name, BARE_STATE).split() == [], name

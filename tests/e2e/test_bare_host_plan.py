@@ -6,15 +6,9 @@ nothing. (The DKMS install compiles ZFS's module in the guest, most of an hour u
 
 import pytest
 
-from tests.bare_host import check_dry_run_plans_the_install, check_starts_bare
+from tests.bare_host import check_dry_run_plans_the_install, check_starts_bare, prebuilt
 
 pytestmark = pytest.mark.e2e
-
-
-def prebuilt(lab):
-    names = [n for n, vm in lab.vms.items() if vm.zfs_install == "prebuilt"]
-    assert names, "lab.yaml has no VM with zfs_install: prebuilt"
-    return names
 
 
 def test_the_prebuilt_install_vms_start_bare(lab):

@@ -14,6 +14,7 @@ import pytest
 from lab import control
 
 from tests import labkit
+from tests.bare_host import prebuilt
 from tests.e2e.test_postgresql_role import streaming, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -23,12 +24,6 @@ NOTHING_COMPILES = (
     "dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' zfs-dkms dkms 'linux-headers-*' gcc gcc-12 "
     "cpp cpp-12 make build-essential 2>/dev/null | grep '^.i'; command -v cc gcc make dkms; true"
 )
-
-
-def prebuilt(lab):
-    names = [n for n, vm in lab.vms.items() if vm.zfs_install == "prebuilt"]
-    assert names, "lab.yaml has no VM with zfs_install: prebuilt"
-    return names
 
 
 def test_module_is_the_package_built_for_the_running_kernel(converged):
