@@ -95,8 +95,28 @@ class Lab:
                 env=control.lab_env(),
             )
         except subprocess.TimeoutExpired as e:
-            return Result("local", " ".join(argv), 124, _text(e.stdout), _text(e.stderr))
+            stderr = _text(e.stderr) + f"\n(timed out after {timeout} s)\n" + self.diagnostics()
+            return Result("local", " ".join(argv), 124, _text(e.stdout), stderr)
         return Result("local", " ".join(argv), r.returncode, r.stdout, r.stderr)
+
+    def diagnostics(self):
+        """What each VM is doing, for a command that hung: the processes not sleeping (with the
+        kernel function a blocked one waits in), the kernel's last words, the serial console."""
+        probe = (  # dmesg and the kernel stacks first: ps itself can block on a stuck process
+            "dmesg | tail -n 30; for p in $(ps -eo pid=,stat= | awk '$2 ~ /^D/ {print $1}'); do "
+            'echo "== $p $(cat /proc/$p/comm)"; head -n 12 /proc/$p/stack; done; '
+            "ps -eo pid,stat,etimes,wchan:30,args --sort=start_time | awk 'NR==1 || $2 !~ /^[SI]/' "
+            "| cut -c1-200"
+        )
+        parts = []
+        for name in self.names:
+            r = self.run(name, probe, timeout=90)
+            shown = r.stdout if r.ok else f"(ssh failed, rc {r.rc}: {r.stderr.strip()[-300:]})"
+            parts.append(
+                f"--- {name}: dmesg, blocked tasks' kernel stacks, processes not sleeping\n{shown}\n"
+                f"--- {name}: serial console\n{vmmod.console_tail(self.vms[name], 40)}"
+            )
+        return "\n".join(parts)
 
     def pyinfra(self, *args, deploy="deploy.py", timeout=3600, profile=None, inventory=None):
         """pyinfra -y INVENTORY ARGS DEPLOY; with `profile` (a name), under lab.converge_profile:

@@ -108,7 +108,9 @@ def timings():
 def converged(lab, timings):
     """The lab after one full converge of deploy.py on every VM (storage and engine roles)."""
     t0 = time.monotonic()
-    result = lab.pyinfra(profile="first")
+    # 17-18 min on this machine; a host that hangs fails the session after 40, with what each VM
+    # was doing (labkit's diagnostics), instead of taking the whole CI hour with it.
+    result = lab.pyinfra(profile="first", timeout=2400)
     timings["first converge"] = time.monotonic() - t0
     result.check()
     return lab
