@@ -78,6 +78,7 @@ def up(lab: Lab | None = None, names: Sequence[str] | None = None, log: Log = pr
     its console log); the others are left running."""
     lab = lab or load()
     vms = _select(lab, names)
+    vmmod.require_qemu()
     t0 = time.monotonic()
     port = int(lab.network.get("apt_cache_port", 3142))
     guest_addr = lab.network.get("apt_cache_guest_address", "10.0.2.100")

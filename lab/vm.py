@@ -227,6 +227,22 @@ def switch_pid() -> int | None:
     return _read_pid(SWITCH_PID, str(SWITCH))
 
 
+def require_qemu() -> None:
+    """The lab's NVMe drives need qemu's `dbcs` switch (qemu 10.0+: bookworm-backports)."""
+    try:
+        argv = [QEMU, "-device", "nvme,help"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise LabError(f"{QEMU} is not installed (run scripts/bootstrap lab)") from None
+    if "dbcs=" not in r.stdout:
+        version = subprocess.run([QEMU, "--version"], capture_output=True, text=True).stdout
+        raise LabError(
+            f"{(version.splitlines() or ['qemu'])[0]}: its NVMe device cannot turn shadow doorbells "
+            "off (dbcs=off, qemu 10.0+ from bookworm-backports), and with them the lab's drives lose "
+            "I/O under TCG; run scripts/bootstrap lab"
+        )
+
+
 def ensure_switch() -> None:
     if switch_pid():
         return
@@ -416,7 +432,10 @@ def qemu_argv(vm: VM, image_dir: Path, accel_name: str, apt_port: int, apt_guest
             "-drive",
             f"file={drive_path(vm, i)},if=none,id=nv{i},format=raw,cache=unsafe,discard=unmap",
             "-device",
-            f"nvme,serial={serial},drive=nv{i}",
+            # dbcs=off: no shadow doorbells. With them a submission can be missed by the emulated
+            # controller (a host-side race); under TCG it showed as "I/O timeout, aborting", resets
+            # that repeat, and zpool/zfs blocked for minutes to hours (README, The lab).
+            f"nvme,serial={serial},drive=nv{i},dbcs=off",
         ]
     argv += [
         "-serial",
