@@ -108,8 +108,8 @@ def timings():
 def converged(lab, timings):
     """The lab after one full converge of deploy.py on every VM (storage and engine roles)."""
     t0 = time.monotonic()
-    # 17-18 min on this machine; a host that hangs fails the session after 40, with what each VM
-    # was doing (labkit's diagnostics), instead of taking the whole CI hour with it.
+    # 13 min on this machine (18 with qemu 7.2); a host that hangs fails the session after 40, with
+    # what each VM was doing (labkit's diagnostics), instead of taking the whole CI hour with it.
     result = lab.pyinfra(profile="first", timeout=2400)
     timings["first converge"] = time.monotonic() - t0
     result.check()
