@@ -25,7 +25,8 @@ from tests.e2e.test_switchover import INTACT, PG_INTACT, PG_TABLE_SUM, SETUP, ps
 
 # Outside CI's budget (./dbzfs test-long): green in full runs in CI's order at bd66215 (1457 s,
 # the run 76 min with the image cached) and at 23d28d4 (1538 s, the run 72 min; about 84 from a
-# cold machine).
+# cold machine); `./dbzfs test-long` at 033da4d with qemu 10: 2339 s with the lab's boot and first
+# converge.
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 SWITCHED = REPO / "tests" / "e2e" / "inventories" / "swapped_roles.py"
