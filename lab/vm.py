@@ -235,7 +235,7 @@ def require_qemu() -> None:
     except FileNotFoundError:
         raise LabError(f"{QEMU} is not installed (run scripts/bootstrap lab)") from None
     if "dbcs=" not in r.stdout:
-        version = subprocess.run([QEMU, "--version"], capture_output=True, text=True).stdout
+        version = subprocess.run([QEMU, "--version"], capture_output=True, text=True, timeout=60).stdout
         raise LabError(
             f"{(version.splitlines() or ['qemu'])[0]}: its NVMe device cannot turn shadow doorbells "
             "off (dbcs=off, qemu 10.0+ from bookworm-backports), and with them the lab's drives lose "

@@ -100,8 +100,8 @@ class Lab:
         return Result("local", " ".join(argv), r.returncode, r.stdout, r.stderr)
 
     def diagnostics(self):
-        """What each VM is doing, for a command that hung: the processes not sleeping (with the
-        kernel function a blocked one waits in), the kernel's last words, the serial console."""
+        """What each VM is doing, for a command that hung: the kernel's last words, the kernel
+        stacks of blocked tasks, the processes not sleeping, the serial console."""
         probe = (  # dmesg and the kernel stacks first: ps itself can block on a stuck process
             "dmesg | tail -n 30; for p in $(ps -eo pid=,stat= | awk '$2 ~ /^D/ {print $1}'); do "
             'echo "== $p $(cat /proc/$p/comm)"; head -n 12 /proc/$p/stack; done; '
