@@ -9,7 +9,10 @@ from lab import vm as vmmod
 from lab.definition import load
 
 
-def test_every_nvme_drive_has_shadow_doorbells_off():
+def test_every_nvme_drive_has_shadow_doorbells_off(tmp_path, monkeypatch):
+    key = tmp_path / "id_ed25519"
+    key.with_suffix(".pub").write_text("ssh-ed25519 AAAA dbzfs-lab\n")  # the lab's key, made at `lab up`
+    monkeypatch.setattr(vmmod, "SSH_KEY", key)
     vm = load().vm("db1")
     argv = vmmod.qemu_argv(vm, Path("/nonexistent"), "tcg", 3142, "10.0.2.100")
     nvme = [a for a in argv if a.startswith("nvme,")]
