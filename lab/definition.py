@@ -156,6 +156,9 @@ class Lab:
     image: dict
     network: dict = field(default_factory=dict)
     bare: dict = field(default_factory=dict)  # name -> VM on the bare image, booted only by name
+    # name -> VM that joins the lab's replication groups on day 2: booted only by name (the e2e
+    # topology scenarios), not in inventories/lab.py
+    joining: dict = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -163,7 +166,7 @@ class Lab:
 
     @property
     def all_vms(self) -> dict[str, VM]:
-        return {**self.vms, **self.bare}
+        return {**self.vms, **self.joining, **self.bare}
 
     def vm(self, name: str) -> VM:
         try:
@@ -227,7 +230,7 @@ def _shown(path: str | Path) -> str:
         return str(path)
 
 
-TOP_KEYS = ("defaults", "network", "image", "vms", "bare_vms")
+TOP_KEYS = ("defaults", "network", "image", "vms", "joining_vms", "bare_vms")
 VM_KEYS = (
     "engine",
     "role",
@@ -319,27 +322,42 @@ def _check(raw: object) -> Lab:
     bare = {
         name: _vm(name, spec, defaults, prefix, "bare", section="bare_vms") for name, spec in bare.items()
     }
-    for name in bare:
-        if name in vms:
-            raise LabDefinitionError(
-                "VM names in both vms and bare_vms",
-                key=f"bare_vms.{name}",
-                fix="give the bare VM its own name",
-            )
-    everything = {**vms, **bare}
+    joining = _mapping(raw.get("joining_vms"), "joining_vms", "one entry per VM: name -> settings")
+    joining = {
+        name: _vm(name, spec, defaults, prefix, "zfs", section="joining_vms")
+        for name, spec in joining.items()
+    }
+    for section, names in (("joining_vms", joining), ("bare_vms", bare)):
+        for name in names:
+            if name in vms or (section == "bare_vms" and name in joining):
+                raise LabDefinitionError(
+                    f"VM names in both vms and {section}",
+                    key=f"{section}.{name}",
+                    fix="give the VM its own name",
+                )
+    everything = {**vms, **joining, **bare}
     for vm in everything.values():
+        # A joining VM is a replica of a lab VM: it joins a group that exists without it.
+        home = vms if vm.name in joining else bare if vm.name in bare else vms
         if vm.primary and (
-            vm.primary not in everything
-            or everything[vm.primary].engine != vm.engine
-            or everything[vm.primary].role != "primary"
-            or (vm.primary in bare) != (vm.name in bare)
+            vm.primary not in home
+            or home[vm.primary].engine != vm.engine
+            or home[vm.primary].role != "primary"
         ):
             raise LabDefinitionError(
                 f"is not a {vm.engine} primary here",
                 vm=vm.name,
                 key="primary",
                 value=vm.primary,
-                fix=f"name a {vm.engine} primary of the same section",
+                fix=f"name a {vm.engine} primary of {'vms' if vm.name in joining else 'the same section'}",
+            )
+        if vm.name in joining and vm.role != "replica":
+            raise LabDefinitionError(
+                "a joining VM joins as a replica",
+                vm=vm.name,
+                key="role",
+                value=vm.role,
+                fix="role: replica, with the lab primary it follows",
             )
     for attr in ("ssh_port", "private_address"):
         owner = {}
@@ -366,7 +384,7 @@ def _check(raw: object) -> Lab:
                     fix="keep {vm} in drive_serial",
                 )
             owner[serial] = vm.name
-    return Lab(vms=vms, image=image, network=network, bare=bare)
+    return Lab(vms=vms, image=image, network=network, bare=bare, joining=joining)
 
 
 def _check_image(image: dict) -> None:

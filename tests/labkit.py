@@ -154,6 +154,19 @@ class Lab:
             timeout,
         )
 
+    def join(self, name):
+        """Boot a VM of lab.yaml's joining_vms fresh (new root disk, empty drives); it runs until
+        leave() or the session's teardown, which powers off every lab VM."""
+        control.wipe(self.definition, [name], log=log)
+        control.up(self.definition, [name], log=log)
+        self.names.append(name)
+        self.vms[name] = self.definition.vm(name)
+
+    def leave(self, name):
+        control.down(self.definition, [name], log=log)
+        self.names.remove(name)
+        del self.vms[name]
+
     def reset_drives(self, name):
         vm = self.definition.vm(name)
         vmmod.reset_drives(vm, log=log)

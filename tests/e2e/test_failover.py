@@ -1,16 +1,24 @@
-"""Failover of both engines at once while clients write (runbooks/failover.py): the primaries'
-VMs (db1, pg1) are killed without warning, the replicas take their place, the old primaries come
-back fenced (their servers refuse to start as primaries), a converge with the old inventory
-refuses, the old primaries are re-seeded from ZFS snapshots of the new ones (runbooks/seed.py)
-and follow them, a converge with the updated inventory changes nothing, and switchovers give the
-lab its roles back. Every acknowledged write is accounted for: on the new primary, or among the
-last ones the dead primary acknowledged and had not sent yet (asynchronous replication; counted).
+"""Failover of both engines at once while clients write (runbooks/failover.py), MariaDB with three
+nodes: db3 (lab.yaml joining_vms) joins db1's group first, booted and converged in with an
+inventory that lists it. The primaries' VMs (db1, pg1) are killed without warning; the most
+advanced replica takes each primary's place and the other MariaDB replica follows it; the old
+primaries come back fenced (their servers refuse to start as primaries); a converge with the old
+inventory refuses; the old primaries are re-seeded from ZFS snapshots of the new ones
+(runbooks/seed.py, both engines at once) and follow them; a converge with the updated inventory
+changes nothing; switchovers give the lab its primaries back (both MariaDB replicas follow db1);
+db3 leaves. Every acknowledged write is accounted for: on every member, or among the last ones the
+dead primary acknowledged and had not sent yet (asynchronous replication; counted).
 
-The clients run in the replicas (they survive) and write one row per transaction to whichever
-server takes writes, trying the last one that did first."""
+The clients run in replicas that survive (db2, pg2) and write one row per transaction to whichever
+server takes writes, trying the last one that did first.
 
+Data: DBZFS_FAILOVER_ROWS rows per engine before the kill (CI: 20,000; `./dbzfs test-long` runs this
+module alone with 200,000 for the seeding comparison in tests/e2e/README.md)."""
+
+import os
 import re
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -19,34 +27,35 @@ import yaml
 
 from lab import control, vm as vmmod
 
-from tests.e2e.conftest import REPO
 from tests.e2e.pyinfra_results import assert_changed_nothing
-from tests.e2e.test_switchover import INTACT, PG_INTACT, PG_TABLE_SUM, SETUP, psql, sql
+from tests.e2e.test_switchover import INTACT, PG_INTACT, PG_TABLE_SUM, SETUP, follows, psql, sql
+from tests.e2e.topology import inventory
 
-# Outside CI's budget (./dbzfs test-long): green in full runs in CI's order at bd66215 (1457 s,
-# the run 76 min with the image cached) and at 23d28d4 (1538 s, the run 72 min; about 84 from a
-# cold machine); `./dbzfs test-long` at 033da4d with qemu 10: 2339 s with the lab's boot and first
-# converge.
-pytestmark = [pytest.mark.e2e, pytest.mark.long]
+pytestmark = pytest.mark.e2e
 
-SWITCHED = REPO / "tests" / "e2e" / "inventories" / "swapped_roles.py"
-MARIADB_SWITCHED = REPO / "tests" / "e2e" / "inventories" / "mariadb_switched.py"
-ADDRESS = {"db1": "10.99.0.11", "db2": "10.99.0.12", "pg1": "10.99.0.21", "pg2": "10.99.0.22"}
-ROWS = 200_000  # data for the seeding comparison (a few tens of MB)
+ADDRESS = {
+    "db1": "10.99.0.11",
+    "db2": "10.99.0.12",
+    "db3": "10.99.0.13",
+    "pg1": "10.99.0.21",
+    "pg2": "10.99.0.22",
+}
+ROWS = int(os.environ.get("DBZFS_FAILOVER_ROWS", "20000"))
+JOINED = ("db3",)
 
 WRITER = r"""cat > /root/fwriter.sh <<'SH'
 #!/bin/bash
 # One row per transaction; the server that took the last write is tried first.
-hosts=({hosts}); cur=0; i=0
+hosts=({hosts}); n=${{#hosts[@]}}; cur=0; i=0
 write() {{
 {write}
 }}
 while [ ! -e /root/fwriter.stop ]; do
   i=$((i + 1)); ok=0
-  for k in 0 1; do
-    h=${{hosts[$(( (cur + k) % 2 ))]}}
+  for ((k = 0; k < n; k++)); do
+    h=${{hosts[$(( (cur + k) % n ))]}}
     if write "$h" "$i"; then
-      cur=$(( (cur + k) % 2 )); ok=1; echo "ok $i $h $(date +%s.%N)" >> /root/fwriter.log; break
+      cur=$(( (cur + k) % n )); ok=1; echo "ok $i $h $(date +%s.%N)" >> /root/fwriter.log; break
     fi
   done
   [ "$ok" = 1 ] || {{ echo "refused $i - $(date +%s.%N)" >> /root/fwriter.log; sleep 0.2; }}
@@ -90,8 +99,8 @@ def wait_for(check, what, timeout=180):
         time.sleep(3)
 
 
-def runbook(lab, deploy, *data, inventory=None):
-    args = [a for item in data for a in ("--data", item)]
+def runbook(lab, deploy, *data, inventory=None, limit=None):
+    args = [a for item in data for a in ("--data", item)] + (["--limit", limit] if limit else [])
     result = lab.pyinfra(*args, deploy=deploy, inventory=inventory)
     return result, result.stdout + result.stderr
 
@@ -99,15 +108,16 @@ def runbook(lab, deploy, *data, inventory=None):
 # The current ways to build a replica from a primary that holds data, over the same network and
 # the same data, measured from the re-seeded host: bytes that cross the network and seconds.
 CURRENT_WAY = {
-    "db1": "mariadb-dump --defaults-extra-file=/etc/mysql/dbzfs-peers.cnf -h 10.99.0.12 "
+    "db1": "mariadb-dump --defaults-extra-file=/etc/mysql/dbzfs-peers.cnf -h {source} "
     "--single-transaction --master-data=1 --gtid --all-databases --routines --events --triggers",
     "pg1": "runuser -u postgres -- env PGPASSFILE=/var/lib/postgresql/.pgpass pg_basebackup "
-    "-h 10.99.0.22 -U replicator -w -D - -Ft -X fetch -c fast",
+    "-h {source} -U replicator -w -D - -Ft -X fetch -c fast",
 }
 
 
-def compare_with_the_current_way(lab, seeds, timings):
-    for name, command in CURRENT_WAY.items():
+def compare_with_the_current_way(lab, seeds, sources, timings):
+    for name, way in CURRENT_WAY.items():
+        command = way.format(source=ADDRESS[sources[name]])
         out = lab.check(
             name,
             f"cd /tmp && set -o pipefail && start=$(date +%s%N) && bytes=$({command} | wc -c) && "
@@ -128,8 +138,38 @@ def compare_with_the_current_way(lab, seeds, timings):
         )
 
 
+def in_parallel(**calls):
+    """Run the named calls in threads; their results by name (an exception is re-raised)."""
+    results = {}
+
+    def one(name, call):
+        try:
+            results[name] = call()
+        except BaseException as e:  # noqa: BLE001 (re-raised below, in the test's thread)
+            results[name] = e
+
+    threads = [threading.Thread(target=one, args=item) for item in calls.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for value in results.values():
+        if isinstance(value, BaseException):
+            raise value
+    return results
+
+
 def test_failover_of_both_primaries_fence_reseed_and_back(converged, timings):
     lab = converged
+    # db3 joins db1's group: a new server, converged in with the inventory that lists it.
+    t0 = time.monotonic()
+    lab.join("db3")
+    joined = inventory(joined=JOINED)
+    result = lab.pyinfra(inventory=joined)
+    assert result.rc == 0, (result.stdout + result.stderr)[-6000:]
+    assert follows(lab, "db3", "db1")[0], follows(lab, "db3", "db1", timeout=0)
+    timings["db3 joins: boot and converge"] = time.monotonic() - t0
+
     # Data to seed from, and the clients.
     sql(lab, "db1", SETUP)
     load = f"SELECT seq, SHA2(CONCAT('row ', seq), 256) FROM switchtest.seq_1000001_to_{1_000_000 + ROWS}"
@@ -149,7 +189,8 @@ def test_failover_of_both_primaries_fence_reseed_and_back(converged, timings):
         "pg1",
         f"INSERT INTO t SELECT g, md5('row ' || g) FROM generate_series(1000001, {1_000_000 + ROWS}) g",
     )
-    lab.check("db2", WRITER.format(hosts="10.99.0.11 10.99.0.12", write=MARIADB_WRITE))
+    db_hosts = " ".join(ADDRESS[n] for n in ("db1", "db2", "db3"))
+    lab.check("db2", WRITER.format(hosts=db_hosts, write=MARIADB_WRITE))
     lab.check("pg2", WRITER.format(hosts="10.99.0.21 10.99.0.22", write=PG_WRITE))
     wait_for_writes(lab, "db2", 5)
     wait_for_writes(lab, "pg2", 5)
@@ -158,21 +199,29 @@ def test_failover_of_both_primaries_fence_reseed_and_back(converged, timings):
     vmmod.stop([lab.definition.vm("db1"), lab.definition.vm("pg1")], timeout=0)
     killed = {"db2": len(acked(lab, "db2")), "pg2": len(acked(lab, "pg2"))}
 
+    # The most advanced MariaDB replica is promoted (db2 when db3 holds nothing more: inventory
+    # order), the other follows it. The operator updates the inventory after the first failover.
     t0 = time.monotonic()
-    reports = {}
-    # The operator updates the inventory after the first failover, before the second.
-    for failed, new, inventory in (("db1", "db2", None), ("pg1", "pg2", MARIADB_SWITCHED)):
-        result, output = runbook(lab, "runbooks/failover.py", f"failed={failed}", inventory=inventory)
-        # pyinfra exits 1 for the hosts it could not reach (the dead primaries) and 0 otherwise.
-        assert "failover done" in output and result.rc in (0, 1), output[-6000:]
-        assert f"{new}: role 'primary'" in output, output[-3000:]
-        reports[failed] = float(re.search(r"the promotion took ([0-9.]+) s", output).group(1))
+    result, output = runbook(lab, "runbooks/failover.py", "failed=db1", inventory=joined)
+    # pyinfra exits 1 for the hosts it could not reach (the dead primaries) and 0 otherwise.
+    assert "failover done" in output and result.rc in (0, 1), output[-6000:]
+    new = re.search(r"(db[23]): role 'primary'", output).group(1)
+    other = "db3" if new == "db2" else "db2"
+    promotion = {"db1": float(re.search(r"the promotion took ([0-9.]+) s", output).group(1))}
+    result, output = runbook(
+        lab, "runbooks/failover.py", "failed=pg1", inventory=inventory(new, joined=JOINED)
+    )
+    assert "failover done" in output and result.rc in (0, 1), output[-6000:]
+    assert "pg2: role 'primary'" in output, output[-3000:]
+    promotion["pg1"] = float(re.search(r"the promotion took ([0-9.]+) s", output).group(1))
     timings["failover (both runbooks, dead hosts included)"] = time.monotonic() - t0
-    timings["failover db1->db2: promotion (runbook)"] = reports["db1"]
-    timings["failover pg1->pg2: promotion (runbook)"] = reports["pg1"]
+    timings[f"failover db1->{new}: promotion (runbook)"] = promotion["db1"]
+    timings["failover pg1->pg2: promotion (runbook)"] = promotion["pg1"]
+    assert follows(lab, other, new)[0], follows(lab, other, new, timeout=0)
     wait_for_writes(lab, "db2", killed["db2"] + 5)
     wait_for_writes(lab, "pg2", killed["pg2"] + 5)
-    assert acked(lab, "db2")[-1][2] == ADDRESS["db2"] and acked(lab, "pg2")[-1][2] == ADDRESS["pg2"]
+    assert acked(lab, "db2")[-1][2] == ADDRESS[new] and acked(lab, "pg2")[-1][2] == ADDRESS["pg2"]
+    after = inventory(new, "pg2", joined=JOINED)
 
     # The old primaries come back fenced.
     control.up(lab.definition, ["db1", "pg1"])
@@ -184,46 +233,67 @@ def test_failover_of_both_primaries_fence_reseed_and_back(converged, timings):
         )
         journal = lab.check(name, f"journalctl -b -u {unit} --no-pager | grep 'dbzfs fence' || true")
         assert f"{name} refuses to start as a primary" in journal, journal
-    stale = lab.pyinfra()
+    stale = lab.pyinfra(inventory=joined)
     assert stale.rc != 0 and "the live server is a primary" in stale.stdout + stale.stderr
 
-    # Re-seeded from ZFS snapshots of the new primaries, with the inventory updated as printed.
-    seeds = {}
-    for replica in ("db1", "pg1"):
+    # Re-seeded from ZFS snapshots of the new primaries, both engines at once (their runs touch
+    # disjoint hosts), with the inventory updated as printed.
+    def seed(replica, hosts):
         t0 = time.monotonic()
-        result, output = runbook(
-            lab, "runbooks/seed.py", f"replica={replica}", f"wipe={replica}", inventory=SWITCHED
-        )
+        data = (f"replica={replica}", f"wipe={replica}")
+        result, output = runbook(lab, "runbooks/seed.py", *data, inventory=after, limit=hosts)
         assert result.rc == 0, output[-6000:]
-        seeds[replica] = (time.monotonic() - t0, output)
-        timings[f"seed {replica} from a snapshot (runbook)"] = seeds[replica][0]
-    assert_changed_nothing(lab.pyinfra(inventory=SWITCHED))
-    compare_with_the_current_way(lab, seeds, timings)
+        return time.monotonic() - t0, output
 
-    # Back to the lab's roles. After the first, SWITCHED is stale for MariaDB: a runbook checks
-    # only its own group's topology, so the second goes on.
-    for new in ("db1", "pg1"):
-        result, output = runbook(lab, "runbooks/switchover.py", f"new_primary={new}", inventory=SWITCHED)
+    t0 = time.monotonic()
+    seeds = in_parallel(db1=lambda: seed("db1", "db1,db2,db3"), pg1=lambda: seed("pg1", "pg1,pg2"))
+    timings["seed db1 and pg1 from snapshots, at once (runbooks)"] = time.monotonic() - t0
+    for replica, (seconds, _) in seeds.items():
+        timings[f"seed {replica} from a snapshot (runbook)"] = seconds
+    assert follows(lab, "db1", new)[0], follows(lab, "db1", new, timeout=0)
+    assert_changed_nothing(lab.pyinfra(inventory=after))
+    compare_with_the_current_way(lab, seeds, {"db1": new, "pg1": "pg2"}, timings)
+
+    # Back to the lab's primaries; both MariaDB replicas follow db1. After the first, `after` is
+    # stale for MariaDB: a runbook checks only its own group's topology, so the second goes on.
+    for back in ("db1", "pg1"):
+        result, output = runbook(lab, "runbooks/switchover.py", f"new_primary={back}", inventory=after)
         assert result.rc == 0, output[-6000:]
+    for name in ("db2", "db3"):
+        assert follows(lab, name, "db1")[0], follows(lab, name, "db1", timeout=0)
     lab.check("db2", STOP)
     lab.check("pg2", STOP)
 
-    # Every acknowledged write: on both servers now, or among the last the dead primary took.
-    for writer, (primary, replica), intact in (
-        ("db2", ("db1", "db2"), lambda n: lab.check(n, f'mariadb -NB -e "{INTACT}"')),
+    # Every acknowledged write: on every member now, or among the last the dead primary took.
+    position = sql(lab, "db1", "SELECT @@global.gtid_binlog_pos")
+    for name in ("db2", "db3"):
+        assert sql(lab, name, f"SELECT MASTER_GTID_WAIT('{position}', 60)") == "0"
+    for writer, members, intact in (
+        ("db2", ("db1", "db2", "db3"), lambda n: lab.check(n, f'mariadb -NB -e "{INTACT}"')),
         ("pg2", ("pg1", "pg2"), lambda n: psql(lab, n, PG_INTACT)),
     ):
         rows = acked(lab, writer)
-        present = {name: set(intact(name).split()) for name in (primary, replica)}
+        present = {name: set(intact(name).split()) for name in members}
+        primary = members[0]
         missing = [r[1] for r in rows if r[1] not in present[primary]]
         in_flight = {r[1] for r in rows[max(0, killed[writer] - 20) : killed[writer]]}
         assert set(missing) <= in_flight, (
             f"{primary} lost writes acknowledged long before the kill: {missing[:20]}"
         )
         timings[f"{primary}: acknowledged writes lost with the dead primary (async)"] = len(missing)
-        assert present[primary] == present[replica]
+        for name in members[1:]:
+            assert present[name] == present[primary], f"{name} and {primary} differ"
     sums = {name: psql(lab, name, PG_TABLE_SUM) for name in ("pg1", "pg2")}
     assert sums["pg1"] == sums["pg2"], sums
     sql(lab, "db1", "DROP DATABASE switchtest; DROP USER 'switchtest'@'10.99.0.0/255.255.255.0'")
     psql(lab, "pg1", "DROP TABLE t")
     lab.check("pg2", "rm -f /root/.pgpass /root/fwriter.sh")
+    lab.check("db2", "rm -f /root/fwriter.sh")
+
+    # db3 leaves: powered off, then a converge with the lab's inventory takes it out of the
+    # others' configuration (fence peers, Prometheus targets).
+    t0 = time.monotonic()
+    lab.leave("db3")
+    result = lab.pyinfra()
+    assert result.rc == 0, (result.stdout + result.stderr)[-6000:]
+    timings["db3 leaves: converge without it"] = time.monotonic() - t0

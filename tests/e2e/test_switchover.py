@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e
 
 SWITCHED = REPO / "tests" / "e2e" / "inventories" / "mariadb_switched.py"
 RUNBOOK = "runbooks/switchover.py"
-ADDRESSES = {"db1": "10.99.0.11", "db2": "10.99.0.12"}
+ADDRESSES = {"db1": "10.99.0.11", "db2": "10.99.0.12", "db3": "10.99.0.13"}
 WRITER = r"""cat > /root/writer.sh <<'SH'
 #!/bin/bash
 # One row per statement to the first server that takes it; "ok ID HOST EPOCH" once acknowledged.

@@ -92,3 +92,59 @@ def test_bare_vm_definition_is_checked_like_the_others():
     raw["bare_vms"]["bare1"].update(role="replica", primary="db1")
     with pytest.raises(LabDefinitionError, match="not a mariadb primary"):
         _check(raw)
+
+
+def test_joining_vms_are_booted_by_name_and_join_through_the_topology_inventories():
+    lab = load()
+    assert list(lab.joining) == ["db3"] and "db3" not in lab.names and "db3" in lab.all_vms
+    db3 = lab.vm("db3")
+    assert (db3.role, db3.primary, db3.server_id, db3.image) == ("replica", "db1", 3, "zfs")
+    assert db3.host_data["hardware"]["ram_bytes"] == 3072 * 1024 * 1024
+    assert "db3" not in [n for n, _ in inventory()["mariadb"]]
+    topology = runpy.run_path(str(REPO / "tests" / "e2e" / "inventories" / "topology.py"))
+    joined = dict(topology["groups"]({}, ["db3"])["mariadb"])
+    assert [joined[n].get("primary") for n in ("db1", "db2", "db3")] == [None, "db1", "db1"]
+    moved = dict(topology["groups"]({"mariadb": "db2", "postgresql": "pg2"}, ["db3"])["mariadb"])
+    assert [(moved[n]["role"], moved[n].get("primary")) for n in ("db1", "db2", "db3")] == [
+        ("replica", "db2"),
+        ("primary", None),
+        ("replica", "db2"),
+    ]
+
+
+def test_the_three_node_inventories_pass_validation(tmp_path, monkeypatch):
+    from roles.secrets import Secrets
+    from roles.validation import load_inventory_isolated, validate
+
+    import tests.e2e.topology as topology
+
+    monkeypatch.setattr(topology, "STATE", tmp_path)
+    secrets = Secrets({"replication_password": "x" * 24, "lab_app_password": "y" * 24}, "test")
+    for path in (topology.inventory(joined=("db3",)), topology.inventory("db3", "pg2", joined=("db3",))):
+        problems = validate(load_inventory_isolated(str(path)), secrets)
+        # pg2's module repository key exists once the lab has built it (not on a clean clone)
+        assert [p for p in problems if "key_file" not in p.key] == []
+
+
+def test_joining_vm_definition_is_checked():
+    import pytest
+    import yaml
+
+    from lab.definition import DEFINITION, LabDefinitionError, _check
+
+    raw = yaml.safe_load(DEFINITION.read_text())
+    raw["joining_vms"]["db3"].update(role="primary", primary=None)
+    with pytest.raises(LabDefinitionError, match="joins as a replica"):
+        _check(raw)
+    raw = yaml.safe_load(DEFINITION.read_text())
+    raw["joining_vms"]["db3"]["primary"] = "bare1"
+    with pytest.raises(LabDefinitionError, match="not a mariadb primary"):
+        _check(raw)
+    raw = yaml.safe_load(DEFINITION.read_text())
+    raw["joining_vms"]["db1"] = raw["joining_vms"].pop("db3")
+    with pytest.raises(LabDefinitionError, match="both vms and joining_vms"):
+        _check(raw)
+    raw = yaml.safe_load(DEFINITION.read_text())
+    raw["joining_vms"]["db3"]["private_address"] = raw["vms"]["db2"]["private_address"]
+    with pytest.raises(LabDefinitionError, match="private_address must differ"):
+        _check(raw)
