@@ -1,0 +1,1 @@
+"""The benchmark's building blocks (issue: what the ZFS tuning buys, measured side by side)."""
