@@ -337,8 +337,9 @@ def _check(raw: object) -> Lab:
                 )
     everything = {**vms, **joining, **bare}
     for vm in everything.values():
-        # A joining VM is a replica of a lab VM: it joins a group that exists without it.
-        home = vms if vm.name in joining else bare if vm.name in bare else vms
+        # A bare VM's primary is bare; a joining VM is a replica of a lab VM (it joins a group that
+        # exists without it).
+        home = bare if vm.name in bare else vms
         if vm.primary and (
             vm.primary not in home
             or home[vm.primary].engine != vm.engine
