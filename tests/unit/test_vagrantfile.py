@@ -5,6 +5,8 @@ No box can be downloaded in CI: validate checks the Vagrantfile without booting 
 A missing vagrant or ruby is a failure, never a skip (scripts/bootstrap installs them).
 """
 
+import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -60,3 +62,65 @@ def test_vagrantfile_reads_the_lab_definition():
         for vm in lab.vms.values()
     ]
     assert r.stdout.split("\n")[:-1] == expected
+
+
+RECORDER = """
+class Recorder
+  def initialize(log); @log = log; end
+  def method_missing(name, *args, **kw, &blk)
+    @log << [name, args, kw]
+    blk.call(self, self) if blk && name != :ruby  # trigger bodies (drive files) are not run
+    self
+  end
+  def respond_to_missing?(*) = true
+end
+module Vagrant; def self.configure(_v); $log = []; yield Recorder.new($log); end; end
+load "Vagrantfile"
+require "json"
+$log.each { |name, args, kw| puts JSON.generate([name, args.map(&:to_s), kw.to_a.flatten.map(&:to_s)]) }
+"""
+
+
+def recorded(env=None):
+    r = subprocess.run(
+        [_need("ruby"), "-e", RECORDER],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+    assert r.returncode == 0, r.stderr
+    return [(name, " ".join(args), " ".join(kw)) for name, args, kw in map(json.loads, r.stdout.splitlines())]
+
+
+def test_libvirt_gets_a_dotted_netmask_the_drives_on_their_own_bridge_and_the_joining_vms_wait():
+    calls = recorded({"DBZFS_VAGRANT_DRIVER": "qemu"})
+    defined = [(args, kw) for name, args, kw in calls if name == "define"]
+    lab = load()
+    assert defined == [(n, "autostart true") for n in lab.vms] + [(n, "autostart false") for n in lab.joining]
+    networks = [kw for name, _, kw in calls if name == "network"]
+    assert networks and all(kw.endswith("netmask 255.255.255.0") for kw in networks)
+    assert {args for name, args, _ in calls if name == "driver="} == {"qemu"}
+    qemu = [kw.removeprefix("value ") for name, _, kw in calls if name == "qemuargs"]
+    per_vm = len(qemu) // len(defined)
+    first = qemu[:per_vm]
+    assert first[:2] == ["-device", "pci-bridge,id=dbzfs-nvme,chassis_nr=31,bus=pci.0,addr=0x1f"]
+    devices = [a for a in first[2:] if a.startswith("nvme,")]
+    assert len(devices) == 24
+    help_text = subprocess.run(
+        ["qemu-system-x86_64", "-device", "nvme,help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    dbcs = ",dbcs=off" if "dbcs=" in help_text else ""
+    assert devices[0] == f"nvme,serial=db1-nvme00,drive=nvme0,bus=dbzfs-nvme,addr=0x01{dbcs}"
+    assert devices[23].startswith("nvme,serial=db1-nvme23,drive=nvme23,bus=dbzfs-nvme,addr=0x18")
+
+
+def test_the_libvirt_driver_follows_the_environment_then_the_labs_kvm_verdict():
+    assert {a for n, a, _ in recorded({"DBZFS_VAGRANT_DRIVER": "kvm"}) if n == "driver="} == {"kvm"}
+    verdict = REPO / ".lab" / "accel"
+    if verdict.exists():  # a lab probed KVM on this machine: its verdict decides
+        expected = "kvm" if verdict.read_text().strip() == "kvm" else "qemu"
+    else:
+        expected = "kvm" if os.access("/dev/kvm", os.W_OK) else "qemu"
+    assert {a for n, a, _ in recorded({"DBZFS_VAGRANT_DRIVER": ""}) if n == "driver="} == {expected}
