@@ -4,7 +4,10 @@ import fnmatch
 import runpy
 from pathlib import Path
 
-from lab.definition import SSH_KEY, load
+import pytest
+import yaml
+
+from lab.definition import DEFINITION, SSH_KEY, LabDefinitionError, _check, load
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,23 +77,38 @@ def test_lab_install_inventory_passes_validation():
     assert validate(load_inventory_isolated("inventories/lab_install.py"), secrets) == []
 
 
-def test_bare_vm_definition_is_checked_like_the_others():
-    import pytest
-    import yaml
+BROKEN_DEFINITIONS = {  # an edit of lab.yaml -> the refusal it meets
+    "bare ssh port": (lambda r: r["bare_vms"]["bare1"].update(ssh_port=2221), "ssh_port must differ"),
+    "bare name": (lambda r: r["bare_vms"].update(db1=r["bare_vms"].pop("bare1")), "both vms and bare_vms"),
+    "bare replica of db1": (
+        lambda r: r["bare_vms"]["bare1"].update(role="replica", primary="db1"),
+        "not a mariadb primary",
+    ),
+    "joining primary": (
+        lambda r: r["joining_vms"]["db3"].update(role="primary", primary=None),
+        "joins as a replica",
+    ),
+    "joining replica of bare1": (
+        lambda r: r["joining_vms"]["db3"].update(primary="bare1"),
+        "not a mariadb primary",
+    ),
+    "joining name": (
+        lambda r: r["joining_vms"].update(db1=r["joining_vms"].pop("db3")),
+        "both vms and joining_vms",
+    ),
+    "joining address": (
+        lambda r: r["joining_vms"]["db3"].update(private_address="10.99.0.12"),
+        "private_address must differ",
+    ),
+}
 
-    from lab.definition import DEFINITION, LabDefinitionError, _check
 
+@pytest.mark.parametrize("case", BROKEN_DEFINITIONS)
+def test_bare_and_joining_vms_are_checked_like_the_others(case):
+    edit, refusal = BROKEN_DEFINITIONS[case]
     raw = yaml.safe_load(DEFINITION.read_text())
-    raw["bare_vms"]["bare1"]["ssh_port"] = raw["vms"]["db1"]["ssh_port"]
-    with pytest.raises(LabDefinitionError, match="ssh_port must differ"):
-        _check(raw)
-    raw = yaml.safe_load(DEFINITION.read_text())
-    raw["bare_vms"]["db1"] = raw["bare_vms"].pop("bare1")
-    with pytest.raises(LabDefinitionError, match="both vms and bare_vms"):
-        _check(raw)
-    raw = yaml.safe_load(DEFINITION.read_text())
-    raw["bare_vms"]["bare1"].update(role="replica", primary="db1")
-    with pytest.raises(LabDefinitionError, match="not a mariadb primary"):
+    edit(raw)
+    with pytest.raises(LabDefinitionError, match=refusal):
         _check(raw)
 
 
@@ -124,27 +142,3 @@ def test_the_three_node_inventories_pass_validation(tmp_path, monkeypatch):
         problems = validate(load_inventory_isolated(str(path)), secrets)
         # pg2's module repository key exists once the lab has built it (not on a clean clone)
         assert [p for p in problems if "key_file" not in p.key] == []
-
-
-def test_joining_vm_definition_is_checked():
-    import pytest
-    import yaml
-
-    from lab.definition import DEFINITION, LabDefinitionError, _check
-
-    raw = yaml.safe_load(DEFINITION.read_text())
-    raw["joining_vms"]["db3"].update(role="primary", primary=None)
-    with pytest.raises(LabDefinitionError, match="joins as a replica"):
-        _check(raw)
-    raw = yaml.safe_load(DEFINITION.read_text())
-    raw["joining_vms"]["db3"]["primary"] = "bare1"
-    with pytest.raises(LabDefinitionError, match="not a mariadb primary"):
-        _check(raw)
-    raw = yaml.safe_load(DEFINITION.read_text())
-    raw["joining_vms"]["db1"] = raw["joining_vms"].pop("db3")
-    with pytest.raises(LabDefinitionError, match="both vms and joining_vms"):
-        _check(raw)
-    raw = yaml.safe_load(DEFINITION.read_text())
-    raw["joining_vms"]["db3"]["private_address"] = raw["vms"]["db2"]["private_address"]
-    with pytest.raises(LabDefinitionError, match="private_address must differ"):
-        _check(raw)
