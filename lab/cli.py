@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from . import aptcache, control, image, vm as vmmod
+from . import aptcache, control, image, vagrant_box, vm as vmmod
 from .definition import LabDefinitionError, load
 from .vm import LabError
 
@@ -25,6 +25,9 @@ USAGE = """python -m lab COMMAND
   wipe [NAME...]      stopped VMs only: fresh root disks (new overlays) and empty drives
   converge            up, then pyinfra inventories/lab.py deploy.py, then the tests/infra checks
   ssh-config          (re)write .lab/ssh_config and print its path
+  vagrant-box [--apt-proxy URL]
+                      a Vagrant box for libvirt from the bare image (vagrant box add --name
+                      dbzfs/bookworm FILE; DBZFS_VAGRANT_BOX=dbzfs/bookworm vagrant up)
 """
 
 
@@ -108,6 +111,13 @@ def main(argv: list[str] | None = None) -> int:
             vmmod.reset_drives(lab.vm(a.args[0]), log=log)
         elif a.command == "wipe":
             control.wipe(lab, a.args, log=log)
+        elif a.command == "vagrant-box":
+            proxy = None
+            if a.args[:1] == ["--apt-proxy"] and len(a.args) == 2:
+                proxy = a.args[1]
+            elif a.args:
+                p.error("vagrant-box [--apt-proxy URL]")
+            print(vagrant_box.build(lab, proxy, log=log))
         elif a.command == "ssh-config":
             vmmod.ensure_key()
             print(vmmod.write_ssh_config(lab))
