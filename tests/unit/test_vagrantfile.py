@@ -100,7 +100,7 @@ def test_libvirt_gets_a_dotted_netmask_the_drives_on_their_own_bridge_and_the_jo
     lab = load()
     assert defined == [(n, "autostart true") for n in lab.vms] + [(n, "autostart false") for n in lab.joining]
     networks = [kw for name, _, kw in calls if name == "network"]
-    assert networks and all(kw.endswith("netmask 255.255.255.0") for kw in networks)
+    assert networks and all("netmask 255.255.255.0 libvirt__forward_mode none" in kw for kw in networks)
     assert {args for name, args, _ in calls if name == "driver="} == {"qemu"}
     qemu = [kw.removeprefix("value ") for name, _, kw in calls if name == "qemuargs"]
     per_vm = len(qemu) // len(defined)
