@@ -85,6 +85,12 @@ def libvirt(request):
             assert time.monotonic() < deadline, "libvirtd did not answer within 60 s"
             time.sleep(1)
         log(f"==> libvirt: {'started ' + ', '.join(started) if started else 'already running'}")
+        # vagrant-libvirt keeps box images and root disks in the storage pool "default"
+        virsh = ["virsh", "-c", "qemu:///system"]
+        if run([*virsh, "pool-info", "default"], check=False).returncode != 0:
+            run([*virsh, "pool-define-as", "default", "dir", "--target", "/var/lib/libvirt/images"])
+        if "running" not in run([*virsh, "pool-info", "default"]).stdout:
+            run([*virsh, "pool-start", "default"])
         yield
     finally:
         # libvirt's dnsmasq for the networks Vagrant made goes with the networks (vagrant destroy);
