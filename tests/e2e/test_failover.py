@@ -45,7 +45,9 @@ JOINED = ("db3",)
 
 WRITER = r"""cat > /root/fwriter.sh <<'SH'
 #!/bin/bash
-# One row per transaction; the server that took the last write is tried first.
+# One row per transaction; the server that took the last write is tried first. A statement in
+# flight when its server's VM dies would wait for TCP's retransmissions (many minutes): each
+# client gets 10 s, and a write it did not see acknowledged is not counted.
 hosts=({hosts}); n=${{#hosts[@]}}; cur=0; i=0
 write() {{
 {write}
@@ -65,11 +67,12 @@ SH
 rm -f /root/fwriter.log /root/fwriter.stop
 setsid nohup bash /root/fwriter.sh >/dev/null 2>&1 < /dev/null &"""
 MARIADB_WRITE = (
-    '  mariadb -h "$1" -u switchtest -pswitchtest --connect-timeout=2 -e '
+    '  timeout 10 mariadb -h "$1" -u switchtest -pswitchtest --connect-timeout=2 -e '
     "\"INSERT INTO switchtest.t (id, payload) VALUES ($2, SHA2('row $2', 256))\" 2>/dev/null"
 )
 PG_WRITE = (
-    '  psql "host=$1 port=5432 dbname=app user=app target_session_attrs=read-write connect_timeout=2" '
+    '  timeout 10 psql "host=$1 port=5432 dbname=app user=app target_session_attrs=read-write '
+    'connect_timeout=2" '
     "-X -q -v ON_ERROR_STOP=1 -c \"INSERT INTO t (id, payload) VALUES ($2, md5('row $2'))\" 2>/dev/null"
 )
 STOP = (
