@@ -214,6 +214,15 @@ class _Teardown:
             log(f"==> {what} down in {time.monotonic() - t0:.0f} s" + (f"; LEFT: {left}" if left else ""))
 
 
+def timings(label):
+    """The body of a session fixture: phase name -> seconds, printed at the end of the session as
+    "==> LABEL timings: ..." (reported, not asserted)."""
+    measured = {}
+    yield measured
+    if measured:
+        log(f"==> {label} timings: " + ", ".join(f"{k} {v:.0f} s" for k, v in measured.items()))
+
+
 def set_capture(request):
     """Let progress lines through pytest's output capture (call from the fixture)."""
     global _capture

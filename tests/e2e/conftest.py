@@ -52,7 +52,6 @@ if str(REPO) not in sys.path:
 from lab.definition import load  # noqa: E402
 
 from tests import labkit  # noqa: E402
-from tests.labkit import log as _log  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -97,11 +96,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.fixture(scope="session")
 def timings():
-    """Phase name -> seconds; printed at the end of the session (reported, not asserted)."""
-    measured = {}
-    yield measured
-    if measured:
-        _log("==> e2e timings: " + ", ".join(f"{k} {v:.0f} s" for k, v in measured.items()))
+    yield from labkit.timings("e2e")
 
 
 @pytest.fixture(scope="session")

@@ -69,10 +69,7 @@ def _started(exe, *args):
 
 @pytest.fixture(scope="session")
 def timings():
-    measured = {}
-    yield measured
-    if measured:
-        log("==> vagrant timings: " + ", ".join(f"{k} {v:.0f} s" for k, v in measured.items()))
+    yield from labkit.timings("vagrant")
 
 
 @pytest.fixture(scope="session")
