@@ -143,6 +143,10 @@ def vagrant_vm(box, timings):
     module_repo.ensure(lab, log=log)
     vmmod.ensure_key()  # the Vagrantfile's provisioning gives root this key
     forwarder = None
+    # Fresh drives, as a new server's: a pool label left by an earlier run makes the storage role
+    # refuse the drives (rightly). The Vagrantfile creates missing drive files at `up`.
+    drives = Path(os.environ.get("DBZFS_VAGRANT_DRIVES", "/var/lib/libvirt/images/dbzfs-lab")) / NAME
+    shutil.rmtree(drives, ignore_errors=True)
     try:
         t0 = time.monotonic()
         run(["vagrant", "up", NAME, "--provider=libvirt"], timeout=3600, env=vagrant_env())
