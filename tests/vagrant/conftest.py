@@ -1,7 +1,12 @@
-"""`./dbzfs test-vagrant`: the project's Vagrantfile booted for real with libvirt, one VM (db1) from
-the box `./dbzfs lab vagrant-box` makes of the lab's bare image, then deploy.py converged on it
+"""The project's Vagrantfile booted for real with libvirt, one VM (db1) from the box
+`./dbzfs lab vagrant-box` makes of the lab's bare image. `test_boot.py` (in `./dbzfs test`, before
+the lab boots): `vagrant up`, the drives by id, apt only through the host's cache.
+`test_converge.py` (`./dbzfs test-long` and `./dbzfs test-vagrant`): deploy.py converged on it
 (ZFS installed prebuilt from the lab's module repository: nothing compiles under emulation), the
-testinfra checks, and a second converge with no change. Not part of `./dbzfs test`.
+testinfra checks, and a second converge with no change.
+
+The fixtures are package-scoped: the VM is destroyed and libvirt stopped after the last test here,
+before the lab's VMs boot in the same session.
 
 Services are started here as the lab starts its own: libvirt's daemons (virtlogd, libvirtd) when
 they are not running, and a forwarder from the management network's host address to the lab's
@@ -67,12 +72,12 @@ def _started(exe, *args):
     return name
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def timings():
     yield from labkit.timings("vagrant")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def libvirt(request):
     labkit.set_capture(request)
     started = [n for n in (_started("virtlogd", "-d"), _started("libvirtd", "-d")) if n]
@@ -100,7 +105,7 @@ def libvirt(request):
             log(f"==> libvirt: stopped {', '.join(started)}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def box(libvirt, timings):
     lab = load()
     t0 = time.monotonic()
@@ -135,7 +140,7 @@ mariadb = [(_name, _data)]
 '''
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def vagrant_vm(box, timings):
     """db1 up through `vagrant up`, reachable as root with the lab's key; destroyed at the end."""
     lab = load()
