@@ -124,3 +124,19 @@ def test_the_libvirt_driver_follows_the_environment_then_the_labs_kvm_verdict():
     else:
         expected = "kvm" if os.access("/dev/kvm", os.W_OK) else "qemu"
     assert {a for n, a, _ in recorded({"DBZFS_VAGRANT_DRIVER": ""}) if n == "driver="} == {expected}
+
+
+def test_the_vcpus_come_from_lab_yaml_unless_dbzfs_vagrant_cpus_says_otherwise():
+    lab = load()
+    default = {a for n, a, _ in recorded({"DBZFS_VAGRANT_CPUS": ""}) if n == "cpus="}
+    assert default == {str(vm.vcpus) for vm in lab.all_vms.values()}
+    assert {a for n, a, _ in recorded({"DBZFS_VAGRANT_CPUS": "4"}) if n == "cpus="} == {"4"}
+    r = subprocess.run(
+        [_need("ruby"), "-e", RECORDER],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "DBZFS_VAGRANT_CPUS": "two"},
+    )
+    assert r.returncode != 0 and 'DBZFS_VAGRANT_CPUS must be a positive number, not "two"' in r.stderr
