@@ -14,7 +14,7 @@ from pyinfra.operations import apt, files, server
 from roles import engine, render, zfs_packages
 from roles.engine import sized_for_this_host
 from roles.facts.drives import DrivesByPattern
-from roles.facts.zfs import ModuleRepositoryPackages, ZpoolProperties
+from roles.facts.zfs import ModuleRepositoryPackages, ZpoolProperties, ZpoolTopology
 from roles.hostdata import HostConfig
 from roles.operations import accounts, units, zfs as zfs_ops, zpool
 
@@ -26,20 +26,65 @@ SERVICE_USERS = {
 }
 
 
-def resolve_drives(cfg: HostConfig) -> list[str]:
-    """The host's pool drives as /dev/disk/by-id paths, in mirror order; stops the deploy when
-    the pattern does not match exactly the declared count."""
+def resolve_drives(cfg: HostConfig) -> list[str] | None:
+    """The host's pool drives as /dev/disk/by-id paths, in mirror order; None when the pool
+    exists and some of its drives are gone (warned about: the pool is left as it is). Stops the
+    deploy when the pattern matches no drive, more than the declared count, or fewer for a pool
+    still to be created."""
     if cfg.drives:
         return list(cfg.drives)
     found = host.get_fact(DrivesByPattern, pattern=cfg.drive_pattern)
-    if len(found) != cfg.drive_count:
-        shown = ", ".join(p.rsplit("/", 1)[-1] for p in found[:6]) + (" ..." if len(found) > 6 else "")
-        raise PyinfraError(
-            f"{host.name}: drive_pattern {cfg.drive_pattern!r} matches {len(found)} drive(s) under "
-            f"/dev/disk/by-id, drive_count is {cfg.drive_count} ({shown or 'none'}). Check the "
-            "pattern (ls -l /dev/disk/by-id) or the hardware; nothing was changed."
-        )
-    return found
+    if len(found) == cfg.drive_count:
+        return found
+    if 0 < len(found) < cfg.drive_count:
+        # A host waiting for a replacement drive must still take every other change.
+        topology = host.get_fact(ZpoolTopology, pool=cfg.pool.name)
+        if topology is not None:
+            logger.warning(short_of_drives_warning(cfg, topology, found))
+            return None
+    raise drive_count_refusal(cfg, found)
+
+
+def drive_count_refusal(cfg: HostConfig, found: list[str]) -> PyinfraError:
+    shown = ", ".join(p.rsplit("/", 1)[-1] for p in found[:6]) + (" ..." if len(found) > 6 else "")
+    return PyinfraError(
+        f"{host.name}: drive_pattern {cfg.drive_pattern!r} matches {len(found)} drive(s) under "
+        f"/dev/disk/by-id, drive_count is {cfg.drive_count} ({shown or 'none'}). Check the "
+        "pattern (ls -l /dev/disk/by-id) or the hardware; nothing was changed."
+    )
+
+
+def pool_disks(topology: dict) -> list[str]:
+    """Every drive of a live pool (data, log, cache, special, dedup and spare devices, and the
+    ones standing in during a replace), as the by-id paths it was given."""
+    disks = [spare["disk"] for spare in topology["spares"]]
+    for section in ("vdevs", "logs", "cache", "special", "dedup"):
+        for vdev in topology.get(section, []):
+            for device in vdev["devices"]:
+                disks += [device["disk"]] + [d["disk"] for d in device.get("replaced_by", [])]
+    return list(dict.fromkeys(disks))
+
+
+def pool_state(cfg: HostConfig, topology: dict) -> str:
+    if topology["state"]:
+        return topology["state"]
+    props = host.get_fact(ZpoolProperties, pool=cfg.pool.name) or {}
+    return props.get("health", {}).get("value", "in an unknown state")
+
+
+def short_of_drives_warning(cfg: HostConfig, topology: dict, found: list[str]) -> str:
+    name = cfg.pool.name
+    present = set(found)
+    missing = [disk for disk in pool_disks(topology) if disk not in present]
+    problems = zpool.health_problems(topology)
+    return (
+        f"{host.print_prefix}pool {name} is {pool_state(cfg, topology)} and drive_pattern "
+        f"{cfg.drive_pattern!r} matches {len(found)} drive(s), drive_count is {cfg.drive_count}; "
+        f"pool drives missing from /dev/disk/by-id: {', '.join(missing) or 'none (check drive_pattern)'}"
+        + (f"; zpool status: {'; '.join(problems)}" if problems else "")
+        + f". The pool is left as it is; replace the drive (zpool replace {name} OLD NEW; README: "
+        "a host short of a drive) and converge again."
+    )
 
 
 @deploy("Install ZFS")
@@ -115,7 +160,10 @@ def _install_dkms(suite: str, headers: list[str], installed: dict) -> None:
 
 @deploy("Pool")
 def pool(cfg: HostConfig) -> None:
-    vdevs, spares = cfg.pool.layout(resolve_drives(cfg))
+    drives = resolve_drives(cfg)
+    if drives is None:
+        return
+    vdevs, spares = cfg.pool.layout(drives)
     zpool.pool(
         name=f"Pool {cfg.pool.name}: {len(vdevs)} x {cfg.pool.mirror_width}-way mirror"
         + (f" + {len(spares)} spare(s)" if spares else ""),
