@@ -229,6 +229,15 @@ def set_capture(request):
     _capture = request.config.pluginmanager.getplugin("capturemanager")
 
 
+def running(definition):
+    """The lab's VMs as they run now (DBZFS_E2E_REUSE_LAB=1); fails unless every one is up."""
+    down = [n for n, vm in definition.vms.items() if not vmmod.pid(vm)]
+    if down:
+        why = f"DBZFS_E2E_REUSE_LAB=1 but {', '.join(down)} not running: ./dbzfs converge first"
+        pytest.fail(why, pytrace=False)
+    return Lab(definition)
+
+
 @contextmanager
 def fresh(definition, names=None, inventory=None, what="e2e"):
     """names=None: the lab's VMs, and everything is powered off at the end; with names, those."""

@@ -39,6 +39,7 @@ Attributes and helpers:
 Result has .rc, .stdout, .stderr, .ok and .check() (raises AssertionError with the output).
 """
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -57,6 +58,11 @@ from tests import labkit  # noqa: E402
 @pytest.fixture(scope="session")
 def lab(request):
     labkit.set_capture(request)
+    if os.environ.get("DBZFS_E2E_REUSE_LAB") == "1":
+        # Development only: a module against the lab `./dbzfs converge` left running, as it is
+        # (not wiped, not powered off). CI and `./dbzfs test` always boot a fresh lab.
+        yield labkit.running(load())
+        return
     with labkit.fresh(load()) as booted:
         yield booted
 
@@ -77,9 +83,11 @@ MODULE_ORDER = [
     "test_deployed_files.py",
     "test_config_check.py",
     "test_topology.py",
+    "test_crash.py",
     "test_switchover.py",
     "test_failover.py",
     "test_idempotence.py",
+    "test_degraded.py",
     "test_safety.py",
 ]
 
