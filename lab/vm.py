@@ -522,6 +522,22 @@ def stop(vms: Iterable[VM], timeout: float = 60, log: Log = print) -> None:
     log(f"==> stopped {', '.join(running)} in {time.monotonic() - t0:.0f} s")
 
 
+def pull_plug(vms: Iterable[VM], log: Log = print) -> None:
+    """Power loss: SIGKILL to each qemu at once (no guest shutdown, no drain of qemu's in-flight
+    I/O). What qemu already wrote to the drive files stays, as a drive keeps what it persisted."""
+    running = {vm.name: pid(vm) for vm in vms}
+    pids = [p for p in running.values() if p]
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    left = _wait_gone(pids, 10)
+    if left:
+        raise LabError(f"qemu: pids {left} survive SIGKILL")
+    log(f"==> power cut: {', '.join(n for n, p in running.items() if p)}")
+
+
 def wait_ssh(vm: VM, t0: float, timeout: float = SSH_TIMEOUT, log: Log = print) -> None:
     """Wait until ssh answers; a qemu that exits or a timeout raises LabError naming the console log."""
     deadline = t0 + timeout

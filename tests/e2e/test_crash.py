@@ -1,0 +1,301 @@
+"""Power loss of both primaries under write load, with InnoDB doublewrite and PostgreSQL
+full_page_writes off as deploy.py converges them: nothing acknowledged is lost, nothing is torn.
+
+Each cycle: clients in the replicas (db2, pg2) commit transactions of BATCH rows with known
+payloads to the primaries (db1, pg1) as fast as they can, and record a batch as acknowledged only
+after COMMIT returned, in a file on the replica (outside the VM that crashes). At a random moment
+both primaries' qemu processes are killed (SIGKILL: no guest shutdown, no flush), then booted
+again; with nothing done by hand:
+
+- the pool imports ONLINE with no data errors, and a scrub finds nothing;
+- the server starts by itself after the ZFS mounts and logs its crash recovery;
+- every acknowledged row is there with its exact payload, and every transaction is all there or
+  not at all;
+- MariaDB `CHECK TABLE ... EXTENDED` on every table, PostgreSQL `pg_amcheck --heapallindexed`
+  (data checksums are on); then, on the stopped server, `innochecksum` over every tablespace and
+  `pg_checksums --check`;
+- the replica catches up and holds the same rows (a checksum of the table on both).
+
+What this simulates and what it cannot: the guest loses everything in its memory and everything
+qemu had in flight; what qemu had already written to the drive files stays (the host keeps it),
+as a drive keeps what it acknowledged as persisted. A drive that acknowledges a flush it did not
+do is out of scope.
+
+DBZFS_CRASH_CYCLES cycles (CI: 3; `./dbzfs test-crash --cycles N` runs more, this module alone),
+the kill moment drawn from DBZFS_CRASH_SEED (printed, to replay a run)."""
+
+import os
+import random
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lab import control, vm as vmmod
+
+from tests import labkit
+from tests.e2e.test_failover import wait_for
+from tests.e2e.test_switchover import psql, sql
+
+pytestmark = pytest.mark.e2e
+
+CYCLES = int(os.environ.get("DBZFS_CRASH_CYCLES", "3"))
+SEED = int(os.environ.get("DBZFS_CRASH_SEED", str(int(time.time()))))
+BATCH = 50  # rows per transaction
+PAYLOAD_SQL = {
+    "mariadb": "REPEAT(SHA2(CONCAT('row ', seq), 256), 16)",
+    "postgresql": "repeat(md5('row ' || g), 32)",
+}
+SETUP_MARIADB = (
+    "CREATE DATABASE crashtest; "
+    "CREATE TABLE crashtest.t (id INT PRIMARY KEY, payload TEXT NOT NULL, KEY (payload(16))); "
+    "CREATE USER 'crashtest'@'10.99.0.0/255.255.255.0' IDENTIFIED BY 'crashtest'; "
+    "GRANT SELECT, INSERT ON crashtest.* TO 'crashtest'@'10.99.0.0/255.255.255.0'"
+)
+SETUP_PG = (
+    "CREATE TABLE crash_t (id int PRIMARY KEY, payload text NOT NULL); "
+    "CREATE INDEX ON crash_t (left(payload, 16)); ALTER TABLE crash_t OWNER TO app"
+)
+# Ids whose payload is the one the client wrote (a torn or wrong row would not match).
+INTACT = {
+    "db1": 'mariadb -NB -e "SELECT id FROM crashtest.t '
+    "WHERE payload = REPEAT(SHA2(CONCAT('row ', id), 256), 16)\"",
+    "pg1": "cd / && runuser -u postgres -- psql -X -A -t -d app -c "
+    "\"SELECT id FROM crash_t WHERE payload = repeat(md5('row ' || id), 32)\"",
+}
+TABLE_SUM = {
+    "mariadb": "SELECT COUNT(*), SUM(CRC32(CONCAT(id, ':', payload))) FROM crashtest.t",
+    "postgresql": "SELECT count(*) || ' ' || md5(string_agg(id || ':' || payload, ',' ORDER BY id)) "
+    "FROM crash_t",
+}
+WRITE = {
+    "db2": "timeout 10 mariadb -h 10.99.0.11 -u crashtest -pcrashtest --connect-timeout=2 crashtest -e "
+    "\"INSERT INTO t SELECT seq, REPEAT(SHA2(CONCAT('row ', seq), 256), 16) FROM seq_${a}_to_${b}\" "
+    "2>/dev/null",
+    "pg2": 'timeout 10 psql "host=10.99.0.21 port=5432 dbname=app user=app connect_timeout=2" -X -q '
+    "-v ON_ERROR_STOP=1 -c \"INSERT INTO crash_t SELECT g, repeat(md5('row ' || g), 32) "
+    'FROM generate_series($a, $b) g" 2>/dev/null',
+}
+WRITER = r"""cat > /root/cwriter.sh <<'SH'
+#!/bin/bash
+# One transaction of {batch} rows per loop, ids from $1 on; "ok FIRST LAST" once COMMIT returned.
+a=$1; log=$2
+while [ ! -e /root/cwriter.stop ]; do
+  b=$((a + {batch} - 1))
+  if {write}; then echo "ok $a $b" >> "$log"; else sleep 0.2; fi
+  a=$((b + 1))
+done
+echo done >> "$log"
+SH
+rm -f /root/cwriter.stop {log}
+setsid nohup bash /root/cwriter.sh {start} {log} >/dev/null 2>&1 < /dev/null &"""
+STOP = "touch /root/cwriter.stop; for i in $(seq 60); do grep -qx done {log} && break; sleep 1; done"
+PRIMARY = {"db2": "db1", "pg2": "pg1"}
+# MariaDB 10.11 (InnoDB) and PostgreSQL 15 log these only when the last shutdown was not clean.
+RECOVERY = {"db1": "Starting crash recovery", "pg1": "automatic recovery in progress"}
+PG_LOG = "/var/log/postgresql/postgresql-15-main.log"  # pg_ctlcluster's log (Debian)
+
+
+def log(msg):
+    labkit.log(msg)
+
+
+def acked(lab, writer, path):
+    lines = lab.check(writer, f"cat {path} 2>/dev/null || true").splitlines()
+    return [(int(a), int(b)) for _, a, b in (line.split() for line in lines if line.startswith("ok "))]
+
+
+def wait_for_batches(lab, writer, path, more_than, timeout=180):
+    what = f"{writer}'s client acknowledging writes"
+    wait_for(lambda: len(acked(lab, writer, path)) > more_than, what, timeout)
+
+
+# Bytes written to the pool's drives (both sides of each mirror count). With NVMe multipath the
+# I/O is counted on the path devices (nvme2c2n1), not on the namespace's head (nvme2n1).
+WRITTEN = "awk '$3 ~ /^nvme[0-9]+(c[0-9]+)?n[0-9]+$/ {s += $10} END {print s * 512}' /proc/diskstats"
+
+
+def server_answers(lab, name):
+    if name == "db1":
+        return lab.run(name, "mariadb -NB -e 'SELECT 1'").stdout.strip() == "1"
+    return lab.run(name, "cd / && runuser -u postgres -- psql -X -A -t -c 'SELECT 1'").stdout.strip() == "1"
+
+
+def pool_is_clean(lab, name, cycle):
+    status = lab.check(name, "zpool status -v dbpool")
+    assert "state: ONLINE" in status and "errors: No known data errors" in status, (
+        f"cycle {cycle}: {name}'s pool after the power loss:\n{status}"
+    )
+    lab.check(name, "zpool scrub -w dbpool", timeout=900)
+    status = lab.check(name, "zpool status -v dbpool")
+    scrubbed = re.search(r"scrub repaired 0B .* with 0 errors", status)
+    assert scrubbed, f"cycle {cycle}: {name}'s scrub:\n{status}"
+    assert "errors: No known data errors" in status, f"cycle {cycle}: {name} after the scrub:\n{status}"
+
+
+def rows_accounted_for(lab, writer, path, cycle):
+    """Every acknowledged batch whole, with its payloads; every batch there is whole."""
+    primary = PRIMARY[writer]
+    present = {int(i) for i in lab.check(primary, INTACT[primary], timeout=900).split()}
+    batches = acked(lab, writer, path)
+    lost = [(a, b) for a, b in batches if not set(range(a, b + 1)) <= present]
+    assert not lost, f"cycle {cycle}: {primary} lost acknowledged transactions (first ids) {lost[:10]}"
+    first = {i - (i - 1) % BATCH for i in present}  # ids start at 1 modulo BATCH
+    torn = sorted(a for a in first if not set(range(a, a + BATCH)) <= present)
+    assert not torn, f"cycle {cycle}: {primary} holds part of transactions starting at {torn[:10]}"
+    return len(batches)
+
+
+def mariadb_pages_check(lab, cycle):
+    out = lab.check("db1", "mariadb-check --all-databases --extended 2>&1", timeout=1800)
+    bad = [line for line in out.splitlines() if re.search(r"error|corrupt|warning", line, re.I)]
+    assert not bad, f"cycle {cycle}: CHECK TABLE ... EXTENDED on db1:\n" + "\n".join(bad)
+    lab.check("db1", "systemctl stop mariadb", timeout=600)
+    try:
+        out = lab.check(
+            "db1",
+            "cd /datastore/mysql && n=0; for f in ibdata1 undo[0-9]* $(find . -name '*.ibd'); do "
+            '[ -e "$f" ] || continue; n=$((n + 1)); innochecksum "$f" >/dev/null 2>&1 || echo "BAD $f"; '
+            'done; echo "checked $n"',
+            timeout=1800,
+        )
+    finally:
+        lab.check("db1", "systemctl start mariadb", timeout=600)
+    assert "BAD " not in out and int(out.split()[-1]) > 5, f"cycle {cycle}: innochecksum on db1:\n{out}"
+
+
+def postgresql_pages_check(lab, cycle):
+    amcheck = lab.run(
+        "pg1",
+        "cd / && runuser -u postgres -- "
+        "/usr/lib/postgresql/15/bin/pg_amcheck -d app -d postgres --install-missing --heapallindexed 2>&1",
+        timeout=1800,
+    )
+    assert amcheck.rc == 0, f"cycle {cycle}: pg_amcheck on pg1:\n{amcheck.stdout}"
+    lab.check("pg1", "systemctl stop postgresql@15-main", timeout=600)
+    try:
+        out = lab.run(
+            "pg1",
+            "runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_checksums --check "
+            "-D /datastore/postgresql/15/main 2>&1",
+            timeout=1800,
+        )
+    finally:
+        lab.check("pg1", "systemctl start postgresql@15-main", timeout=600)
+    clean = out.rc == 0 and "Bad checksums:  0" in out.stdout
+    assert clean, f"cycle {cycle}: pg_checksums on pg1:\n{out.stdout}"
+
+
+def replicas_match(lab, cycle):
+    position = sql(lab, "db1", "SELECT @@global.gtid_binlog_pos")
+    waited = sql(lab, "db2", f"SELECT MASTER_GTID_WAIT('{position}', 300)")
+    assert waited == "0", f"cycle {cycle}: db2 did not reach db1's {position} in 300 s"
+    sums = {n: sql(lab, n, TABLE_SUM["mariadb"]) for n in ("db1", "db2")}
+    assert sums["db1"] == sums["db2"], f"cycle {cycle}: db1 and db2 differ: {sums}"
+    lsn = psql(lab, "pg1", "SELECT pg_current_wal_lsn()")
+    wait_for(
+        lambda: psql(lab, "pg2", f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn") == "t",
+        f"cycle {cycle}: pg2 replaying up to pg1's {lsn}",
+        300,
+    )
+    sums = {n: psql(lab, n, TABLE_SUM["postgresql"]) for n in ("pg1", "pg2")}
+    assert sums["pg1"] == sums["pg2"], f"cycle {cycle}: pg1 and pg2 differ: {sums}"
+
+
+def crash_cycle(lab, cycle, rng, timings):
+    """One power loss of both primaries under write load and every check after it; the
+    acknowledged transactions per client and the bytes written per transaction per primary."""
+    primaries = [lab.definition.vm("db1"), lab.definition.vm("pg1")]
+    volume, committed = {}, {}
+    path = f"/root/cwriter-{cycle}.log"
+    start = cycle * 10_000_000 + 1
+    for writer in ("db2", "pg2"):
+        lab.check(writer, WRITER.format(batch=BATCH, write=WRITE[writer], start=start, log=path))
+    for writer in ("db2", "pg2"):
+        wait_for_batches(lab, writer, path, 3)
+    pg_log_lines = int(lab.check("pg1", f"wc -l < {PG_LOG}"))
+    before = {n: (int(lab.check(n, WRITTEN)), len(acked(lab, w, path))) for w, n in PRIMARY.items()}
+    time.sleep(rng.uniform(3, 15))
+    after = {n: (int(lab.check(n, WRITTEN)), len(acked(lab, w, path))) for w, n in PRIMARY.items()}
+    vmmod.pull_plug(primaries, log=log)
+    for name in ("db1", "pg1"):
+        written, transactions = after[name][0] - before[name][0], after[name][1] - before[name][1]
+        if transactions:
+            volume[name] = written / transactions
+    for writer in ("db2", "pg2"):
+        lab.check(writer, STOP.format(log=path), timeout=120)
+
+    t0 = time.monotonic()
+    control.up(lab.definition, ["db1", "pg1"])
+    for name in ("db1", "pg1"):
+        what = f"cycle {cycle}: {name}'s server answering"
+        wait_for(lambda name=name: server_answers(lab, name), what, 600)
+    timings[f"cycle {cycle}: boot until both servers answer"] = time.monotonic() - t0
+    logs = {
+        "db1": lab.check("db1", "journalctl -b -u mariadb --no-pager"),
+        "pg1": lab.check("pg1", f"tail -n +{pg_log_lines + 1} {PG_LOG}"),
+    }
+    for name, line in RECOVERY.items():
+        shown = logs[name][-3000:]
+        assert line in logs[name], f"cycle {cycle}: {name} logged no crash recovery ({line!r}):\n{shown}"
+
+    t0 = time.monotonic()
+    for name in ("db1", "pg1"):
+        pool_is_clean(lab, name, cycle)
+    for writer in ("db2", "pg2"):
+        committed[writer] = rows_accounted_for(lab, writer, path, cycle)
+    mariadb_pages_check(lab, cycle)
+    postgresql_pages_check(lab, cycle)
+    wait_for(lambda: server_answers(lab, "db1") and server_answers(lab, "pg1"), "servers back", 300)
+    replicas_match(lab, cycle)
+    timings[f"cycle {cycle}: checks (scrub, rows, pages, replicas)"] = time.monotonic() - t0
+    return committed, volume
+
+
+def test_power_loss_of_both_primaries_under_write_load(converged, timings):
+    lab = converged
+    rng = random.Random(SEED)
+    log(f"==> crash cycles: {CYCLES}, seed {SEED} (DBZFS_CRASH_SEED={SEED} replays the kill moments)")
+    assert sql(lab, "db1", "SELECT @@global.innodb_doublewrite") == "0"
+    assert psql(lab, "pg1", "SHOW full_page_writes") == "off"
+    sql(lab, "db1", SETUP_MARIADB)
+    psql(lab, "pg1", SETUP_PG)
+    password = yaml.safe_load(Path(control.lab_env()["DBZFS_SECRETS_FILE"]).read_text())["lab_app_password"]
+    subprocess.run(
+        vmmod.ssh_argv(lab.vms["pg2"], ["umask 077; cat > /root/.pgpass"]),
+        input=f"*:*:app:app:{password}\n",
+        text=True,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    survived = 0
+    volume = {"db1": [], "pg1": []}  # bytes written to the drives per acknowledged transaction
+    committed = {"db2": 0, "pg2": 0}
+    for cycle in range(1, CYCLES + 1):
+        try:
+            acknowledged, written = crash_cycle(lab, cycle, rng, timings)
+        except AssertionError:
+            log(f"==> crash: {survived} of {CYCLES} cycles survived; cycle {cycle} failed (seed {SEED})")
+            raise
+        for writer, count in acknowledged.items():
+            committed[writer] += count
+        for name, per_transaction in written.items():
+            volume[name].append(per_transaction)
+        survived += 1
+        log(f"==> crash cycle {cycle}/{CYCLES} survived")
+    median = {n: sorted(v)[len(v) // 2] / 1024 if v else 0 for n, v in volume.items()}
+    log(
+        f"==> crash: {survived} of {CYCLES} cycles survived (seed {SEED}); acknowledged transactions of "
+        f"{BATCH} rows: MariaDB {committed['db2']}, PostgreSQL {committed['pg2']}, none lost; written to "
+        f"the drives per transaction (median): db1 {median['db1']:.0f} KiB, pg1 {median['pg1']:.0f} KiB"
+    )
+
+    sql(lab, "db1", "DROP DATABASE crashtest; DROP USER 'crashtest'@'10.99.0.0/255.255.255.0'")
+    psql(lab, "pg1", "DROP TABLE crash_t; DROP EXTENSION IF EXISTS amcheck")
+    psql(lab, "pg1", "DROP EXTENSION IF EXISTS amcheck", database="postgres")
+    lab.check("pg2", "rm -f /root/.pgpass /root/cwriter.sh /root/cwriter-*.log /root/cwriter.stop")
+    lab.check("db2", "rm -f /root/cwriter.sh /root/cwriter-*.log /root/cwriter.stop")
