@@ -27,18 +27,15 @@ the kill moment drawn from DBZFS_CRASH_SEED (printed, to replay a run)."""
 import os
 import random
 import re
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 
 from lab import control, vm as vmmod
 
 from tests import labkit
 from tests.e2e.test_failover import wait_for
-from tests.e2e.test_switchover import psql, sql
+from tests.e2e.test_switchover import app_pgpass, psql, sql
 
 pytestmark = pytest.mark.e2e
 
@@ -263,15 +260,7 @@ def test_power_loss_of_both_primaries_under_write_load(converged, timings):
     assert psql(lab, "pg1", "SHOW full_page_writes") == "off"
     sql(lab, "db1", SETUP_MARIADB)
     psql(lab, "pg1", SETUP_PG)
-    password = yaml.safe_load(Path(control.lab_env()["DBZFS_SECRETS_FILE"]).read_text())["lab_app_password"]
-    subprocess.run(
-        vmmod.ssh_argv(lab.vms["pg2"], ["umask 077; cat > /root/.pgpass"]),
-        input=f"*:*:app:app:{password}\n",
-        text=True,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    app_pgpass(lab, "pg2")
     survived = 0
     volume = {"db1": [], "pg1": []}  # bytes written to the drives per acknowledged transaction
     committed = {"db2": 0, "pg2": 0}

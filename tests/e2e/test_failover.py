@@ -17,18 +17,15 @@ module alone with 200,000 for the seeding comparison in tests/e2e/README.md)."""
 
 import os
 import re
-import subprocess
 import threading
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 
 from lab import control, vm as vmmod
 
 from tests.e2e.pyinfra_results import assert_changed_nothing
-from tests.e2e.test_switchover import INTACT, PG_INTACT, PG_TABLE_SUM, SETUP, follows, psql, sql
+from tests.e2e.test_switchover import INTACT, PG_INTACT, PG_TABLE_SUM, SETUP, app_pgpass, follows, psql, sql
 from tests.e2e.topology import inventory
 
 pytestmark = pytest.mark.e2e
@@ -177,15 +174,7 @@ def test_failover_of_both_primaries_fence_reseed_and_back(converged, timings):
     sql(lab, "db1", SETUP)
     load = f"SELECT seq, SHA2(CONCAT('row ', seq), 256) FROM switchtest.seq_1000001_to_{1_000_000 + ROWS}"
     sql(lab, "db1", f"INSERT INTO switchtest.t {load}")
-    password = yaml.safe_load(Path(control.lab_env()["DBZFS_SECRETS_FILE"]).read_text())["lab_app_password"]
-    subprocess.run(
-        vmmod.ssh_argv(lab.vms["pg2"], ["umask 077; cat > /root/.pgpass"]),
-        input=f"*:*:app:app:{password}\n",
-        text=True,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    app_pgpass(lab, "pg2")
     psql(lab, "pg1", "CREATE TABLE t (id int PRIMARY KEY, payload text NOT NULL); ALTER TABLE t OWNER TO app")
     psql(
         lab,

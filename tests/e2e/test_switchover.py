@@ -235,17 +235,22 @@ def timeline(lab, name):
     return int(psql(lab, name, "SELECT timeline_id FROM pg_control_checkpoint()", "postgres"))
 
 
-def test_postgresql_switchover_to_pg2_and_back_while_a_client_writes(converged, timings):
-    lab = converged
+def app_pgpass(lab, name):
+    """The lab's application password in root's ~/.pgpass on `name`, for a client there."""
     password = yaml.safe_load(Path(control.lab_env()["DBZFS_SECRETS_FILE"]).read_text())["lab_app_password"]
     subprocess.run(
-        vmmod.ssh_argv(lab.vms["pg1"], ["umask 077; cat > /root/.pgpass"]),
+        vmmod.ssh_argv(lab.vms[name], ["umask 077; cat > /root/.pgpass"]),
         input=f"*:*:app:app:{password}\n",
         text=True,
         check=True,
         capture_output=True,
         timeout=60,
     )
+
+
+def test_postgresql_switchover_to_pg2_and_back_while_a_client_writes(converged, timings):
+    lab = converged
+    app_pgpass(lab, "pg1")
     psql(lab, "pg1", "CREATE TABLE t (id int PRIMARY KEY, payload text NOT NULL); ALTER TABLE t OWNER TO app")
     lab.check("pg1", PG_WRITER)
     pg_wait_for_writes(lab, 5)

@@ -81,8 +81,8 @@ $log.each { |name, args, kw| puts JSON.generate([name, args.map(&:to_s), kw.to_a
 """
 
 
-def recorded(env=None):
-    r = subprocess.run(
+def run_recorder(env=None):
+    return subprocess.run(
         [_need("ruby"), "-e", RECORDER],
         cwd=REPO,
         capture_output=True,
@@ -90,6 +90,10 @@ def recorded(env=None):
         timeout=60,
         env={**os.environ, **(env or {})},
     )
+
+
+def recorded(env=None):
+    r = run_recorder(env)
     assert r.returncode == 0, r.stderr
     return [(name, " ".join(args), " ".join(kw)) for name, args, kw in map(json.loads, r.stdout.splitlines())]
 
@@ -131,12 +135,5 @@ def test_the_vcpus_come_from_lab_yaml_unless_dbzfs_vagrant_cpus_says_otherwise()
     default = {a for n, a, _ in recorded({"DBZFS_VAGRANT_CPUS": ""}) if n == "cpus="}
     assert default == {str(vm.vcpus) for vm in lab.all_vms.values()}
     assert {a for n, a, _ in recorded({"DBZFS_VAGRANT_CPUS": "4"}) if n == "cpus="} == {"4"}
-    r = subprocess.run(
-        [_need("ruby"), "-e", RECORDER],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "DBZFS_VAGRANT_CPUS": "two"},
-    )
+    r = run_recorder({"DBZFS_VAGRANT_CPUS": "two"})
     assert r.returncode != 0 and 'DBZFS_VAGRANT_CPUS must be a positive number, not "two"' in r.stderr
