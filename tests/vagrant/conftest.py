@@ -15,6 +15,7 @@ reaches only the host's apt cache. Everything is destroyed and stopped at the en
 happens; what was already running is left running.
 """
 
+import functools
 import os
 import shutil
 import subprocess
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from lab import aptcache, control, module_repo, vagrant_box, vm as vmmod  # noqa: E402
+from lab import aptcache, control, image, module_repo, vagrant_box, vm as vmmod  # noqa: E402
 from lab.definition import STATE, load  # noqa: E402
 
 from tests import labkit  # noqa: E402
@@ -43,9 +44,20 @@ def log(msg):
     labkit.log(msg)
 
 
+@functools.cache
+def libvirt_driver():
+    """The lab's own KVM verdict (probed here when no lab has booted yet, as on a clean clone): the
+    Vagrantfile would otherwise take a /dev/kvm that exists for kvm, and here KVM cannot boot
+    Debian."""
+    if os.environ.get("DBZFS_VAGRANT_DRIVER"):
+        return os.environ["DBZFS_VAGRANT_DRIVER"]
+    return "kvm" if vmmod.accel(image.ensure(load(), "bare", log=log), log=log) == "kvm" else "qemu"
+
+
 def vagrant_env():
     return {
         **control.lab_env(),
+        "DBZFS_VAGRANT_DRIVER": libvirt_driver(),
         "DBZFS_VAGRANT_BOX": vagrant_box.BOX_NAME,
         "DBZFS_VAGRANT_ISOLATED": "1",
         "VAGRANT_DEFAULT_PROVIDER": "libvirt",
@@ -56,7 +68,9 @@ def vagrant_env():
 def run(argv, timeout=1800, check=True, **kw):
     r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, **kw)
     if check:
-        shown = f"{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+        # Vagrant's error comes first on stderr, then a long Ruby backtrace.
+        errors = r.stderr if len(r.stderr) < 6000 else f"{r.stderr[:3000]}\n...\n{r.stderr[-2000:]}"
+        shown = f"{r.stdout[-4000:]}\n{errors}"
         assert r.returncode == 0, f"`{' '.join(argv)}` failed (rc {r.returncode}):\n{shown}"
     return r
 
