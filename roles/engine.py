@@ -24,7 +24,7 @@ from pyinfra.operations import apt
 from roles import db_settings, render, secrets
 from roles.facts.hardware import HostHardware
 from roles.hostdata import HostConfig
-from roles.operations import common
+from roles.operations import common, packages as packages_ops
 from roles.sizing import Sizing
 from roles.zfs_packages import missing as missing_packages
 
@@ -150,6 +150,8 @@ def packages(
     missing = missing_packages(names, installed or {})
     if missing and key not in _refreshed:
         _refreshed.add(key)
+        # A half-installed package reads as missing: a killed converge's leftovers come first.
+        packages_ops.interrupted_installs_finished(name="Finish interrupted package installs")
         apt.update(name="Refresh the package lists", cache_time=max_list_age or None)
     # Installed when the deploy was prepared stays installed: no need to ask the host again.
     step(

@@ -9,13 +9,14 @@ up it raises: tests error out, never skip.
 """
 
 import atexit
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,17 @@ if str(REPO) not in sys.path:
 
 from lab import control, vm as vmmod  # noqa: E402
 from lab.definition import SSH_CONFIG  # noqa: E402
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
+class Interrupted:
+    operation: str | None  # the last operation pyinfra had started when it was killed
+    after: float
+    rc: int
+    output: str
+    leftovers: dict = field(default_factory=dict)  # VM -> commands it left running there
 
 
 @dataclass
@@ -131,6 +143,67 @@ class Lab:
             summary = result.stderr[result.stderr.rfind("==> converge profile") :]
             log(summary if summary.startswith("==>") else f"==> no converge profile (rc {result.rc})")
         return result
+
+    def pyinfra_killed(self, after, deploy="deploy.py", timeout=1800):
+        """pyinfra -y INVENTORY DEPLOY, its process SIGKILLed `after` seconds into the operations
+        (counted from pyinfra's "Beginning operation run"): no cleanup, its ssh connections
+        dropped, as a lost laptop or a killed CI job leaves a converge. Returns an Interrupted:
+        the operation that was running (None if pyinfra ended first) and the output so far."""
+        argv = [str(control.PYINFRA), "-y", str(self.inventory), deploy]
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=control.lab_env(),
+        )
+        lines, began = [], threading.Event()
+
+        def read():
+            for line in proc.stdout:
+                lines.append(line)
+                if "Beginning operation run" in line:
+                    began.set()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + timeout
+        while not began.wait(1) and proc.poll() is None and time.monotonic() < deadline:
+            pass
+        operation = None
+        if began.is_set():
+            try:
+                proc.wait(after)
+            except subprocess.TimeoutExpired:
+                starts = [ANSI.sub("", x) for x in lines if "Starting operation:" in ANSI.sub("", x)]
+                operation = starts[-1].split("Starting operation:", 1)[1].strip() if starts else "(none yet)"
+                proc.kill()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        reader.join(10)
+        return Interrupted(operation, after, proc.returncode, "".join(lines))
+
+    def wait_for_leftovers(self, timeout=900):
+        """After a killed converge: the commands it left running on each VM (its `sh -c` shells
+        and what they started; nobody waits for their output any more) are waited for, so the
+        next run starts from a settled host. Returns {name: [the processes found]}."""
+        found = {
+            name: r.stdout.splitlines() for name, r in self.run_all("pgrep -a -f '^sh -c ' || true").items()
+        }
+        deadline = time.monotonic() + timeout
+        for name, procs in found.items():
+            pids = " ".join(p.split()[0] for p in procs)
+            while pids and time.monotonic() < deadline:
+                if not self.run(name, f"ps -o pid= -p {pids}").stdout.strip():
+                    break
+                time.sleep(5)
+            else:
+                if pids:
+                    raise AssertionError(f"{name}: still running after {timeout} s: {procs}")
+        return found
 
     def pyinfra_dry(self, deploy="deploy.py", timeout=3600, limit=None):
         """pyinfra INVENTORY DEPLOY --dry --diff, without -y (with -y pyinfra skips change

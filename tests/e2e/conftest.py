@@ -40,6 +40,7 @@ Result has .rc, .stdout, .stderr, .ok and .check() (raises AssertionError with t
 """
 
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -107,12 +108,44 @@ def timings():
     yield from labkit.timings("e2e")
 
 
+# The first converge is killed this many seconds into its operations (uniformly drawn: a random
+# operation, long ones likelier), then run again to the end; DBZFS_INTERRUPT_AT=S repeats one.
+INTERRUPT_WINDOW = (5.0, 420.0)
+
+
+def interrupt_at() -> float:
+    chosen = os.environ.get("DBZFS_INTERRUPT_AT")
+    return float(chosen) if chosen else round(random.uniform(*INTERRUPT_WINDOW), 1)
+
+
 @pytest.fixture(scope="session")
-def converged(lab, timings):
-    """The lab after one full converge of deploy.py on every VM (storage and engine roles)."""
+def interrupted(lab, timings):
+    """The lab's first converge killed at a random moment (the pyinfra process, SIGKILL), and the
+    commands it left on the VMs waited for: what a second run must finish."""
+    at = interrupt_at()
+    labkit.log(f"==> first converge: pyinfra killed {at} s into its operations (DBZFS_INTERRUPT_AT={at})")
     t0 = time.monotonic()
-    # 13 min on this machine (18 with qemu 7.2); a host that hangs fails the session after 40, with
-    # what each VM was doing (labkit's diagnostics), instead of taking the whole CI hour with it.
+    killed = lab.pyinfra_killed(after=at)
+    timings["killed converge"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    killed.leftovers = lab.wait_for_leftovers()
+    waited = timings["leftovers of the killed converge"] = time.monotonic() - t0
+    labkit.log(
+        f"==> killed during: {killed.operation}; commands it left running: "
+        + "; ".join(f"{n}: {len(p)}" for n, p in killed.leftovers.items())
+        + f" (finished {waited:.0f} s later)"
+    )
+    return killed
+
+
+@pytest.fixture(scope="session")
+def converged(lab, interrupted, timings):
+    """The lab after the first converge of deploy.py on every VM (storage and engine roles),
+    run again to the end after the interrupted one."""
+    assert interrupted.operation, f"pyinfra ended before it was killed:\n{interrupted.output[-3000:]}"
+    t0 = time.monotonic()
+    # 10 min on this machine; a host that hangs fails the session after 40, with what each VM
+    # was doing (labkit's diagnostics), instead of taking the whole CI hour with it.
     result = lab.pyinfra(profile="first", timeout=2400)
     timings["first converge"] = time.monotonic() - t0
     result.check()

@@ -1,5 +1,6 @@
-"""Power loss of both primaries under write load, with InnoDB doublewrite and PostgreSQL
-full_page_writes off as deploy.py converges them: nothing acknowledged is lost, nothing is torn.
+"""Power loss of both primaries (then of both replicas) under write load, with InnoDB doublewrite
+and PostgreSQL full_page_writes off as deploy.py converges them: nothing acknowledged is lost,
+nothing is torn.
 
 Each cycle: clients in the replicas (db2, pg2) commit transactions of BATCH rows with known
 payloads to the primaries (db1, pg1) as fast as they can, and record a batch as acknowledged only
@@ -21,14 +22,17 @@ qemu had in flight; what qemu had already written to the drive files stays (the 
 as a drive keeps what it acknowledged as persisted. A drive that acknowledges a flush it did not
 do is out of scope.
 
-DBZFS_CRASH_CYCLES cycles (3 by default; `./dbzfs test-crash --cycles N`, this module alone; `./dbzfs
-test-long` runs 3 before the failover; not in `./dbzfs test`: over CI's budget),
-the kill moment drawn from DBZFS_CRASH_SEED (printed, to replay a run)."""
+In `./dbzfs test` (CI): DBZFS_CRASH_CYCLES power losses of the primaries (3 by default), then one
+with InnoDB doublewrite and full_page_writes put back (the bytes written per transaction show what
+they cost; the checks show they were not needed), then one of the replicas (db2 and pg2, the
+clients in db1 and pg1). `./dbzfs test-crash --cycles N` runs this module alone with N. The kill
+moments are drawn from DBZFS_CRASH_SEED (printed, to replay a run)."""
 
 import os
 import random
 import re
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -38,7 +42,7 @@ from tests import labkit
 from tests.e2e.test_failover import wait_for
 from tests.e2e.test_switchover import app_pgpass, follows, psql, sql
 
-pytestmark = [pytest.mark.e2e, pytest.mark.long]
+pytestmark = pytest.mark.e2e
 
 CYCLES = int(os.environ.get("DBZFS_CRASH_CYCLES", "3"))
 SEED = int(os.environ.get("DBZFS_CRASH_SEED", str(int(time.time()))))
@@ -58,10 +62,11 @@ SETUP_PG = (
     "CREATE INDEX ON crash_t (left(payload, 16)); ALTER TABLE crash_t OWNER TO app"
 )
 # Ids whose payload is the one the client wrote (a torn or wrong row would not match).
+# Ids whose payload is the one the client wrote (a torn or wrong row would not match), on the primary.
 INTACT = {
-    "db1": 'mariadb -NB -e "SELECT id FROM crashtest.t '
+    "mariadb": 'mariadb -NB -e "SELECT id FROM crashtest.t '
     "WHERE payload = REPEAT(SHA2(CONCAT('row ', id), 256), 16)\"",
-    "pg1": "cd / && runuser -u postgres -- psql -X -A -t -d app -c "
+    "postgresql": "cd / && runuser -u postgres -- psql -X -A -t -d app -c "
     "\"SELECT id FROM crash_t WHERE payload = repeat(md5('row ' || id), 32)\"",
 }
 TABLE_SUM = {
@@ -69,11 +74,12 @@ TABLE_SUM = {
     "postgresql": "SELECT count(*) || ' ' || md5(string_agg(id || ':' || payload, ',' ORDER BY id)) "
     "FROM crash_t",
 }
+# The clients write to the primaries' addresses from whichever VM does not crash in the cycle.
 WRITE = {
-    "db2": "timeout 10 mariadb -h 10.99.0.11 -u crashtest -pcrashtest --connect-timeout=2 crashtest -e "
+    "mariadb": "timeout 10 mariadb -h 10.99.0.11 -u crashtest -pcrashtest --connect-timeout=2 crashtest -e "
     "\"INSERT INTO t SELECT seq, REPEAT(SHA2(CONCAT('row ', seq), 256), 16) FROM seq_${a}_to_${b}\" "
     "2>/dev/null",
-    "pg2": 'timeout 10 psql "host=10.99.0.21 port=5432 dbname=app user=app connect_timeout=2" -X -q '
+    "postgresql": 'timeout 10 psql "host=10.99.0.21 port=5432 dbname=app user=app connect_timeout=2" -X -q '
     "-v ON_ERROR_STOP=1 -c \"INSERT INTO crash_t SELECT g, repeat(md5('row ' || g), 32) "
     'FROM generate_series($a, $b) g" 2>/dev/null',
 }
@@ -91,14 +97,25 @@ SH
 rm -f /root/cwriter.stop {log}
 setsid nohup bash /root/cwriter.sh {start} {log} >/dev/null 2>&1 < /dev/null &"""
 STOP = "touch /root/cwriter.stop; for i in $(seq 60); do grep -qx done {log} && break; sleep 1; done"
-PRIMARY = {"db2": "db1", "pg2": "pg1"}
-# MariaDB 10.11 (InnoDB) and PostgreSQL 15 log these only when the last shutdown was not clean.
-RECOVERY = {"db1": "Starting crash recovery", "pg1": "automatic recovery in progress"}
+PRIMARY = {"mariadb": "db1", "postgresql": "pg1"}
+REPLICA = {"mariadb": "db2", "postgresql": "pg2"}
+# MariaDB 10.11 (InnoDB) and PostgreSQL 15 log these only when the last shutdown was not clean
+# (a standby: "interrupted while in recovery").
+RECOVERY = {
+    "mariadb": r"Starting crash recovery",
+    "postgresql": r"automatic recovery in progress|was interrupted while in recovery",
+}
 PG_LOG = "/var/log/postgresql/postgresql-15-main.log"  # pg_ctlcluster's log (Debian)
+# The settings the tuning removed, put back for one cycle (a drop-in read after deploy.py's).
+DOUBLEWRITE_ON = "/etc/mysql/mariadb.conf.d/99-crashtest-doublewrite.cnf"
 
 
 def log(msg):
     labkit.log(msg)
+
+
+def engine_of(lab, name):
+    return lab.vms[name].engine
 
 
 def acked(lab, writer, path):
@@ -117,7 +134,7 @@ WRITTEN = "awk '$3 ~ /^nvme[0-9]+(c[0-9]+)?n[0-9]+$/ {s += $10} END {print s * 5
 
 
 def server_answers(lab, name):
-    if name == "db1":
+    if engine_of(lab, name) == "mariadb":
         return lab.run(name, "mariadb -NB -e 'SELECT 1'").stdout.strip() == "1"
     return lab.run(name, "cd / && runuser -u postgres -- psql -X -A -t -c 'SELECT 1'").stdout.strip() == "1"
 
@@ -134,10 +151,10 @@ def pool_is_clean(lab, name, cycle):
     assert "errors: No known data errors" in status, f"cycle {cycle}: {name} after the scrub:\n{status}"
 
 
-def rows_accounted_for(lab, writer, path, cycle):
-    """Every acknowledged batch whole, with its payloads; every batch there is whole."""
-    primary = PRIMARY[writer]
-    present = {int(i) for i in lab.check(primary, INTACT[primary], timeout=900).split()}
+def rows_accounted_for(lab, engine, writer, path, cycle):
+    """Every acknowledged batch whole on the primary, with its payloads; every batch there whole."""
+    primary = PRIMARY[engine]
+    present = {int(i) for i in lab.check(primary, INTACT[engine], timeout=900).split()}
     batches = acked(lab, writer, path)
     lost = [(a, b) for a, b in batches if not set(range(a, b + 1)) <= present]
     assert not lost, f"cycle {cycle}: {primary} lost acknowledged transactions (first ids) {lost[:10]}"
@@ -147,44 +164,46 @@ def rows_accounted_for(lab, writer, path, cycle):
     return len(batches)
 
 
-def mariadb_pages_check(lab, cycle):
-    out = lab.check("db1", "mariadb-check --all-databases --extended 2>&1", timeout=1800)
+def mariadb_pages_check(lab, name, cycle):
+    out = lab.check(name, "mariadb-check --all-databases --extended 2>&1", timeout=1800)
     bad = [line for line in out.splitlines() if re.search(r"error|corrupt|warning", line, re.I)]
-    assert not bad, f"cycle {cycle}: CHECK TABLE ... EXTENDED on db1:\n" + "\n".join(bad)
-    lab.check("db1", "systemctl stop mariadb", timeout=600)
+    assert not bad, f"cycle {cycle}: CHECK TABLE ... EXTENDED on {name}:\n" + "\n".join(bad)
+    lab.check(name, "systemctl stop mariadb", timeout=600)
     try:
         out = lab.check(
-            "db1",
+            name,
             "cd /datastore/mysql && n=0; for f in ibdata1 undo[0-9]* $(find . -name '*.ibd'); do "
             '[ -e "$f" ] || continue; n=$((n + 1)); innochecksum "$f" >/dev/null 2>&1 || echo "BAD $f"; '
             'done; echo "checked $n"',
             timeout=1800,
         )
     finally:
-        lab.check("db1", "systemctl start mariadb", timeout=600)
-    assert "BAD " not in out and int(out.split()[-1]) > 5, f"cycle {cycle}: innochecksum on db1:\n{out}"
+        lab.check(name, "systemctl start mariadb", timeout=600)
+    assert "BAD " not in out and int(out.split()[-1]) > 5, f"cycle {cycle}: innochecksum on {name}:\n{out}"
 
 
-def postgresql_pages_check(lab, cycle):
+def postgresql_pages_check(lab, name, cycle):
+    # On the standby the amcheck extension is the one the primary's run installed (replicated).
+    install = "--install-missing " if name == PRIMARY["postgresql"] else ""
     amcheck = lab.run(
-        "pg1",
+        name,
         "cd / && runuser -u postgres -- "
-        "/usr/lib/postgresql/15/bin/pg_amcheck -d app -d postgres --install-missing --heapallindexed 2>&1",
+        f"/usr/lib/postgresql/15/bin/pg_amcheck -d app -d postgres {install}--heapallindexed 2>&1",
         timeout=1800,
     )
-    assert amcheck.rc == 0, f"cycle {cycle}: pg_amcheck on pg1:\n{amcheck.stdout}"
-    lab.check("pg1", "systemctl stop postgresql@15-main", timeout=600)
+    assert amcheck.rc == 0, f"cycle {cycle}: pg_amcheck on {name}:\n{amcheck.stdout}"
+    lab.check(name, "systemctl stop postgresql@15-main", timeout=600)
     try:
         out = lab.run(
-            "pg1",
+            name,
             "runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_checksums --check "
             "-D /datastore/postgresql/15/main 2>&1",
             timeout=1800,
         )
     finally:
-        lab.check("pg1", "systemctl start postgresql@15-main", timeout=600)
+        lab.check(name, "systemctl start postgresql@15-main", timeout=600)
     clean = out.rc == 0 and "Bad checksums:  0" in out.stdout
-    assert clean, f"cycle {cycle}: pg_checksums on pg1:\n{out.stdout}"
+    assert clean, f"cycle {cycle}: pg_checksums on {name}:\n{out.stdout}"
 
 
 def replicas_match(lab, cycle):
@@ -206,89 +225,159 @@ def replicas_match(lab, cycle):
     assert sums["pg1"] == sums["pg2"], f"cycle {cycle}: pg1 and pg2 differ: {sums}"
 
 
-def crash_cycle(lab, cycle, rng, timings):
-    """One power loss of both primaries under write load and every check after it; the
-    acknowledged transactions per client and the bytes written per transaction per primary."""
-    primaries = [lab.definition.vm("db1"), lab.definition.vm("pg1")]
+def crash_cycle(lab, cycle, crashed, rng, timings):
+    """One power loss of `crashed` ({engine: VM}, one per engine) under write load, the clients
+    in the engine's other VM; every check after it. Returns the acknowledged transactions per
+    engine and the bytes written to each crashed VM's drives per transaction."""
+    writers = {e: REPLICA[e] if name == PRIMARY[e] else PRIMARY[e] for e, name in crashed.items()}
     volume, committed = {}, {}
     path = f"/root/cwriter-{cycle}.log"
     start = cycle * 10_000_000 + 1
-    for writer in ("db2", "pg2"):
-        lab.check(writer, WRITER.format(batch=BATCH, write=WRITE[writer], start=start, log=path))
-    for writer in ("db2", "pg2"):
+    for engine, writer in writers.items():
+        lab.check(writer, WRITER.format(batch=BATCH, write=WRITE[engine], start=start, log=path))
+    for writer in writers.values():
         wait_for_batches(lab, writer, path, 3)
-    pg_log_lines = int(lab.check("pg1", f"wc -l < {PG_LOG}"))
-    before = {n: (int(lab.check(n, WRITTEN)), len(acked(lab, w, path))) for w, n in PRIMARY.items()}
+    pg_log_lines = int(lab.check(crashed["postgresql"], f"wc -l < {PG_LOG}"))
+    before = {e: (int(lab.check(n, WRITTEN)), len(acked(lab, writers[e], path))) for e, n in crashed.items()}
     time.sleep(rng.uniform(3, 15))
-    after = {n: (int(lab.check(n, WRITTEN)), len(acked(lab, w, path))) for w, n in PRIMARY.items()}
-    vmmod.pull_plug(primaries, log=log)
-    for name in ("db1", "pg1"):
-        written, transactions = after[name][0] - before[name][0], after[name][1] - before[name][1]
+    after = {e: (int(lab.check(n, WRITTEN)), len(acked(lab, writers[e], path))) for e, n in crashed.items()}
+    vmmod.pull_plug([lab.definition.vm(n) for n in crashed.values()], log=log)
+    for engine, name in crashed.items():
+        written, transactions = after[engine][0] - before[engine][0], after[engine][1] - before[engine][1]
         if transactions:
             volume[name] = written / transactions
-    for writer in ("db2", "pg2"):
+    for writer in writers.values():
         lab.check(writer, STOP.format(log=path), timeout=120)
 
     t0 = time.monotonic()
-    control.up(lab.definition, ["db1", "pg1"])
-    for name in ("db1", "pg1"):
+    control.up(lab.definition, list(crashed.values()))
+    for name in crashed.values():
         what = f"cycle {cycle}: {name}'s server answering"
         wait_for(lambda name=name: server_answers(lab, name), what, 600)
     timings[f"cycle {cycle}: boot until both servers answer"] = time.monotonic() - t0
     logs = {
-        "db1": lab.check("db1", "journalctl -b -u mariadb --no-pager"),
-        "pg1": lab.check("pg1", f"tail -n +{pg_log_lines + 1} {PG_LOG}"),
+        "mariadb": lab.check(crashed["mariadb"], "journalctl -b -u mariadb --no-pager"),
+        "postgresql": lab.check(crashed["postgresql"], f"tail -n +{pg_log_lines + 1} {PG_LOG}"),
     }
-    for name, line in RECOVERY.items():
-        shown = logs[name][-3000:]
-        assert line in logs[name], f"cycle {cycle}: {name} logged no crash recovery ({line!r}):\n{shown}"
+    for engine, pattern in RECOVERY.items():
+        shown, name = logs[engine][-3000:], crashed[engine]
+        assert re.search(pattern, logs[engine]), f"cycle {cycle}: {name} logged no crash recovery:\n{shown}"
 
     t0 = time.monotonic()
-    for name in ("db1", "pg1"):
+    for name in crashed.values():
         pool_is_clean(lab, name, cycle)
-    for writer in ("db2", "pg2"):
-        committed[writer] = rows_accounted_for(lab, writer, path, cycle)
-    mariadb_pages_check(lab, cycle)
-    postgresql_pages_check(lab, cycle)
-    wait_for(lambda: server_answers(lab, "db1") and server_answers(lab, "pg1"), "servers back", 300)
+    for engine, writer in writers.items():
+        committed[engine] = rows_accounted_for(lab, engine, writer, path, cycle)
+    mariadb_pages_check(lab, crashed["mariadb"], cycle)
+    postgresql_pages_check(lab, crashed["postgresql"], cycle)
+    wait_for(lambda: all(server_answers(lab, n) for n in crashed.values()), "servers back", 300)
     replicas_match(lab, cycle)
     timings[f"cycle {cycle}: checks (scrub, rows, pages, replicas)"] = time.monotonic() - t0
     return committed, volume
 
 
-def test_power_loss_of_both_primaries_under_write_load(converged, timings):
+class Cycles:
+    """Runs and counts the cycles of the module; the figures for its report."""
+
+    def __init__(self, lab, timings):
+        self.lab, self.timings = lab, timings
+        self.rng = random.Random(SEED)
+        self.number = 0
+        self.survived = 0
+        self.committed = {"mariadb": 0, "postgresql": 0}
+        self.volume: dict[str, dict[str, list[float]]] = {}  # kind -> VM -> bytes per transaction
+
+    def run(self, kind, crashed):
+        self.number += 1
+        try:
+            acknowledged, written = crash_cycle(self.lab, self.number, crashed, self.rng, self.timings)
+        except AssertionError:
+            failed = f"cycle {self.number} ({kind}) failed (seed {SEED})"
+            log(f"==> crash: {self.survived} cycles survived; {failed}")
+            raise
+        for engine, count in acknowledged.items():
+            self.committed[engine] += count
+        for name, per_transaction in written.items():
+            self.volume.setdefault(kind, {}).setdefault(name, []).append(per_transaction)
+        self.survived += 1
+        log(f"==> crash cycle {self.number} ({kind}) survived")
+
+    def kib(self, kind, name):
+        values = sorted(self.volume.get(kind, {}).get(name, []))
+        return f"{values[len(values) // 2] / 1024:.0f} KiB" if values else "n/a"
+
+
+@pytest.fixture(scope="module")
+def cycles(converged, timings):
     lab = converged
-    rng = random.Random(SEED)
-    log(f"==> crash cycles: {CYCLES}, seed {SEED} (DBZFS_CRASH_SEED={SEED} replays the kill moments)")
+    log(f"==> crash cycles: seed {SEED} (DBZFS_CRASH_SEED={SEED} replays the kill moments)")
     assert sql(lab, "db1", "SELECT @@global.innodb_doublewrite") == "0"
     assert psql(lab, "pg1", "SHOW full_page_writes") == "off"
     sql(lab, "db1", SETUP_MARIADB)
     psql(lab, "pg1", SETUP_PG)
     app_pgpass(lab, "pg2")
-    survived = 0
-    volume = {"db1": [], "pg1": []}  # bytes written to the drives per acknowledged transaction
-    committed = {"db2": 0, "pg2": 0}
-    for cycle in range(1, CYCLES + 1):
-        try:
-            acknowledged, written = crash_cycle(lab, cycle, rng, timings)
-        except AssertionError:
-            log(f"==> crash: {survived} of {CYCLES} cycles survived; cycle {cycle} failed (seed {SEED})")
-            raise
-        for writer, count in acknowledged.items():
-            committed[writer] += count
-        for name, per_transaction in written.items():
-            volume[name].append(per_transaction)
-        survived += 1
-        log(f"==> crash cycle {cycle}/{CYCLES} survived")
-    median = {n: sorted(v)[len(v) // 2] / 1024 if v else 0 for n, v in volume.items()}
+    app_pgpass(lab, "pg1")
+    runs = Cycles(lab, timings)
+    yield runs
     log(
-        f"==> crash: {survived} of {CYCLES} cycles survived (seed {SEED}); acknowledged transactions of "
-        f"{BATCH} rows: MariaDB {committed['db2']}, PostgreSQL {committed['pg2']}, none lost; written to "
-        f"the drives per transaction (median): db1 {median['db1']:.0f} KiB, pg1 {median['pg1']:.0f} KiB"
+        f"==> crash: {runs.survived} of {runs.number} cycles survived (seed {SEED}); acknowledged "
+        f"transactions of {BATCH} rows: MariaDB {runs.committed['mariadb']}, PostgreSQL "
+        f"{runs.committed['postgresql']}, none lost"
     )
-
     sql(lab, "db1", "DROP DATABASE crashtest; DROP USER 'crashtest'@'10.99.0.0/255.255.255.0'")
     psql(lab, "pg1", "DROP TABLE crash_t; DROP EXTENSION IF EXISTS amcheck")
     psql(lab, "pg1", "DROP EXTENSION IF EXISTS amcheck", database="postgres")
-    lab.check("pg2", "rm -f /root/.pgpass /root/cwriter.sh /root/cwriter-*.log /root/cwriter.stop")
-    lab.check("db2", "rm -f /root/cwriter.sh /root/cwriter-*.log /root/cwriter.stop")
+    for name in ("db1", "db2", "pg1", "pg2"):
+        lab.check(name, "rm -f /root/.pgpass /root/cwriter.sh /root/cwriter-*.log /root/cwriter.stop")
+
+
+def test_power_loss_of_both_primaries_under_write_load(cycles):
+    for _ in range(CYCLES):
+        cycles.run("tuned", PRIMARY)
+    log(
+        f"==> crash: {CYCLES} power losses of db1 and pg1 with deploy.py's settings survived; written to "
+        f"the drives per transaction (median): db1 {cycles.kib('tuned', 'db1')}, "
+        f"pg1 {cycles.kib('tuned', 'pg1')}"
+    )
+
+
+@contextmanager
+def doublewrite_and_full_page_writes_on(lab):
+    """db1 with InnoDB doublewrite (a restart: not dynamic in 10.11), pg1 with full_page_writes
+    (a reload); both back to deploy.py's settings after."""
+    lab.check("db1", f"printf '[mariadb]\\ninnodb_doublewrite = ON\\n' > {DOUBLEWRITE_ON}")
+    lab.check("db1", "systemctl restart mariadb", timeout=600)
+    psql(lab, "pg1", "ALTER SYSTEM SET full_page_writes = on")
+    psql(lab, "pg1", "SELECT pg_reload_conf()")
+    try:
+        assert sql(lab, "db1", "SELECT @@global.innodb_doublewrite") == "1"
+        wait_for(lambda: psql(lab, "pg1", "SHOW full_page_writes") == "on", "pg1's full_page_writes on", 60)
+        yield
+    finally:
+        lab.check("db1", f"rm -f {DOUBLEWRITE_ON} && systemctl restart mariadb", timeout=600)
+        psql(lab, "pg1", "ALTER SYSTEM RESET full_page_writes")
+        psql(lab, "pg1", "SELECT pg_reload_conf()")
+    assert sql(lab, "db1", "SELECT @@global.innodb_doublewrite") == "0"
+    wait_for(lambda: psql(lab, "pg1", "SHOW full_page_writes") == "off", "pg1's full_page_writes off", 60)
+
+
+def test_power_loss_with_doublewrite_and_full_page_writes_back_on(cycles):
+    """The same cycle with the settings the tuning removed: more written, no safer."""
+    with doublewrite_and_full_page_writes_on(cycles.lab):
+        cycles.run("doublewrite and full_page_writes on", PRIMARY)
+    on = "doublewrite and full_page_writes on"
+    log(
+        "==> crash: written to the drives per transaction, deploy.py's settings against the removed "
+        f"ones put back: db1 {cycles.kib('tuned', 'db1')} vs {cycles.kib(on, 'db1')} (doublewrite on), "
+        f"pg1 {cycles.kib('tuned', 'pg1')} vs {cycles.kib(on, 'pg1')} (full_page_writes on)"
+    )
+
+
+def test_power_loss_of_both_replicas_under_write_load(cycles):
+    """db2 and pg2 lose power while clients in db1 and pg1 write: they recover, follow again and
+    hold every row."""
+    cycles.run("replicas", REPLICA)
+    log(
+        "==> crash: power loss of db2 and pg2 survived; written to their drives per primary "
+        f"transaction: db2 {cycles.kib('replicas', 'db2')}, pg2 {cycles.kib('replicas', 'pg2')}"
+    )
