@@ -61,7 +61,6 @@ SETUP_PG = (
     "CREATE TABLE crash_t (id int PRIMARY KEY, payload text NOT NULL); "
     "CREATE INDEX ON crash_t (left(payload, 16)); ALTER TABLE crash_t OWNER TO app"
 )
-# Ids whose payload is the one the client wrote (a torn or wrong row would not match).
 # Ids whose payload is the one the client wrote (a torn or wrong row would not match), on the primary.
 INTACT = {
     "mariadb": 'mariadb -NB -e "SELECT id FROM crashtest.t '
