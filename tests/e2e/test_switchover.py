@@ -236,10 +236,11 @@ def timeline(lab, name):
 
 
 def app_pgpass(lab, name):
-    """The lab's application password in root's ~/.pgpass on `name`, for a client there."""
+    """The lab's application password in root's ~/.pgpass on `name`, for a client there; synced,
+    so that a power loss of `name` (test_crash) keeps it."""
     password = yaml.safe_load(Path(control.lab_env()["DBZFS_SECRETS_FILE"]).read_text())["lab_app_password"]
     subprocess.run(
-        vmmod.ssh_argv(lab.vms[name], ["umask 077; cat > /root/.pgpass"]),
+        vmmod.ssh_argv(lab.vms[name], ["umask 077; cat > /root/.pgpass && sync /root/.pgpass"]),
         input=f"*:*:app:app:{password}\n",
         text=True,
         check=True,
