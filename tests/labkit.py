@@ -9,6 +9,7 @@ up it raises: tests error out, never skip.
 """
 
 import atexit
+import os
 import re
 import signal
 import subprocess
@@ -253,6 +254,23 @@ def _text(b):
 
 
 _capture = None  # pytest's capture manager, set by the fixture
+
+
+def env_number(name, default, kind=int, minimum=0):
+    """A number from the environment variable `name` (`default` when unset); a bad value stops the
+    run with one line naming the variable and the value, before any VM boots."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        what = "a whole number" if kind is int else "a number"
+        unset = "unset it" + (f" for the default ({default})" if default is not None else "")
+        pytest.fail(f"{name}={raw!r}: not {what} >= {minimum}; {unset}", pytrace=False)
+    return value
 
 
 def log(msg):

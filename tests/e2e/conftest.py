@@ -114,9 +114,9 @@ INTERRUPT_WINDOW = (5.0, 420.0)
 
 
 def interrupt_at() -> float:
-    chosen = os.environ.get("DBZFS_INTERRUPT_AT")
-    if chosen:
-        return float(chosen)
+    chosen = labkit.env_number("DBZFS_INTERRUPT_AT", None, kind=float)
+    if chosen is not None:
+        return chosen
     if os.environ.get("DBZFS_E2E_REUSE_LAB") == "1":
         return 5.0  # a converged lab's converge is a no-op of about 30 s
     return round(random.uniform(*INTERRUPT_WINDOW), 1)

@@ -31,7 +31,6 @@ cycle there, which is what the budget holds). `./dbzfs test-crash --cycles N`
 runs this module alone with N (3 by default) on a lab of its own. The kill moments are drawn from
 DBZFS_CRASH_SEED (printed, to replay a run)."""
 
-import os
 import random
 import re
 import time
@@ -47,8 +46,8 @@ from tests.e2e.test_switchover import app_pgpass, follows, psql, sql
 
 pytestmark = pytest.mark.e2e
 
-CYCLES = int(os.environ.get("DBZFS_CRASH_CYCLES", "1"))
-SEED = int(os.environ.get("DBZFS_CRASH_SEED", str(int(time.time()))))
+CYCLES = labkit.env_number("DBZFS_CRASH_CYCLES", 1, minimum=1)
+SEED = labkit.env_number("DBZFS_CRASH_SEED", int(time.time()))
 BATCH = 50  # rows per transaction
 PAYLOAD_SQL = {
     "mariadb": "REPEAT(SHA2(CONCAT('row ', seq), 256), 16)",

@@ -15,7 +15,6 @@ server takes writes, trying the last one that did first.
 Data: DBZFS_FAILOVER_ROWS rows per engine before the kill (CI: 20,000; `./dbzfs test-long` runs this
 module alone with 200,000 for the seeding comparison in tests/e2e/README.md)."""
 
-import os
 import re
 import threading
 import time
@@ -24,6 +23,7 @@ import pytest
 
 from lab import control, vm as vmmod
 
+from tests import labkit
 from tests.e2e.pyinfra_results import assert_changed_nothing
 from tests.e2e.test_switchover import INTACT, PG_INTACT, PG_TABLE_SUM, SETUP, app_pgpass, follows, psql, sql
 from tests.e2e.topology import inventory
@@ -37,7 +37,7 @@ ADDRESS = {
     "pg1": "10.99.0.21",
     "pg2": "10.99.0.22",
 }
-ROWS = int(os.environ.get("DBZFS_FAILOVER_ROWS", "20000"))
+ROWS = labkit.env_number("DBZFS_FAILOVER_ROWS", 20000, minimum=1)
 JOINED = ("db3",)
 
 WRITER = r"""cat > /root/fwriter.sh <<'SH'
