@@ -54,17 +54,6 @@ def drive_count_refusal(cfg: HostConfig, found: list[str]) -> PyinfraError:
     )
 
 
-def pool_disks(topology: dict) -> list[str]:
-    """Every drive of a live pool (data, log, cache, special, dedup and spare devices, and the
-    ones standing in during a replace), as the by-id paths it was given."""
-    disks = [spare["disk"] for spare in topology["spares"]]
-    for section in ("vdevs", "logs", "cache", "special", "dedup"):
-        for vdev in topology.get(section, []):
-            for device in vdev["devices"]:
-                disks += [device["disk"]] + [d["disk"] for d in device.get("replaced_by", [])]
-    return list(dict.fromkeys(disks))
-
-
 def pool_state(cfg: HostConfig, topology: dict) -> str:
     if topology["state"]:
         return topology["state"]
@@ -75,7 +64,7 @@ def pool_state(cfg: HostConfig, topology: dict) -> str:
 def short_of_drives_warning(cfg: HostConfig, topology: dict, found: list[str]) -> str:
     name = cfg.pool.name
     present = set(found)
-    missing = [disk for disk in pool_disks(topology) if disk not in present]
+    missing = [disk for disk in zpool.pool_members(topology) if disk not in present]
     problems = zpool.health_problems(topology)
     return (
         f"{host.print_prefix}pool {name} is {pool_state(cfg, topology)} and drive_pattern "

@@ -104,6 +104,83 @@ def pool(
         host.noop(f"pool {pool_name} has the declared layout and properties")
 
 
+@operation()
+def replace(
+    pool_name: str,
+    old: str,
+    new: str,
+    wipe: bool = False,
+    require_nvme: bool = True,
+) -> Generator[str | StringCommand, None, None]:
+    """
+    Replace drive ``old`` of a pool by the drive ``new`` (``zpool replace``); ZFS resilvers onto
+    it, and a hot spare standing in for ``old`` goes back to AVAIL when that is done.
+
+    + pool_name: the pool
+    + old: by-id path of the pool's drive to replace (failed, removed, or still working)
+    + new: by-id path of the drive that takes its place
+    + wipe: the new drive may be wiped first (explicit opt-in, as ``wipe`` of ``pool``)
+    + require_nvme: refuse a new drive that is not a whole NVMe namespace
+
+    The new drive is checked as pool creation checks every drive: it must exist, be a whole
+    disk, be unused, and hold no partition table, filesystem or ZFS label. No-op when ``new``
+    is in the pool already (replaced, or resilvering) and ``old`` is gone from it.
+    """
+    for path in (old, new):
+        if not path.startswith(BY_ID + "/"):
+            raise OperationValueError(f"pool {pool_name}: drives must be {BY_ID} paths, got: {path}")
+    if old == new:
+        raise OperationValueError(f"pool {pool_name}: {old} cannot replace itself")
+    topology = host.get_fact(ZpoolTopology, pool=pool_name)
+    if topology is None:
+        raise OperationError(f"pool {pool_name} is not imported on this host; nothing was changed")
+    members = pool_members(topology)
+    spares = {spare["disk"] for spare in topology["spares"]}
+    if new in members and new not in spares:
+        if old in members:
+            host.noop(f"{new} is resilvering in place of {old} (zpool status {pool_name})")
+        else:
+            host.noop(f"{new} has replaced {old} in pool {pool_name}")
+        return
+    if old not in members:
+        raise OperationError(
+            f"drive {old} is not in pool {pool_name}; nothing was changed. Its drives: "
+            + ", ".join(sorted(members))
+        )
+    if old in spares:
+        raise OperationError(
+            f"drive {old} is a hot spare of pool {pool_name}: remove it (zpool remove) and add "
+            "the new drive as a spare; nothing was changed"
+        )
+    if new in spares:
+        raise OperationError(
+            f"drive {new} is a hot spare of pool {pool_name}; give a new drive; nothing was changed"
+        )
+    state = (host.get_fact(DriveState, paths=[new]) or {}).get(new)
+    action, opt_in = f"put it into pool {pool_name}", "replace with wipe"
+    problems = drive_problems(state, new, pool_name, wipe, require_nvme, opt_in, action)
+    if problems:
+        raise OperationError(
+            f"refusing to replace {old} in pool {pool_name}; no drive was changed:\n  - "
+            + "\n  - ".join(problems),
+        )
+    if wipe and holds_data(state):
+        yield from wipe_commands(state)
+        yield "udevadm settle"
+    yield StringCommand("zpool replace", QuoteString(pool_name), QuoteString(old), QuoteString(new))
+
+
+def pool_members(topology: dict) -> list[str]:
+    """Every drive of a live pool (data, log, cache, special, dedup and spare devices, and the
+    ones standing in during a replace), as the by-id paths it was given."""
+    disks = [spare["disk"] for spare in topology["spares"]]
+    for section in ("vdevs", *(s for s in SECTIONS if s != "spares")):
+        for vdev in topology.get(section, []):
+            for device in vdev["devices"]:
+                disks += [device["disk"]] + [d["disk"] for d in device.get("replaced_by", [])]
+    return list(dict.fromkeys(disks))
+
+
 def _check_arguments(
     pool_name: str, vdevs: list[list[str]], spares: list[str], properties: dict[str, PropertyValue]
 ) -> None:
@@ -169,7 +246,13 @@ def holds_data(state: dict) -> bool:
 
 
 def drive_problems(
-    state: dict | None, path: str, pool_name: str, may_wipe: bool, require_nvme: bool
+    state: dict | None,
+    path: str,
+    pool_name: str,
+    may_wipe: bool,
+    require_nvme: bool,
+    opt_in: str = "add it to wipe_drives for this host",
+    action: str = "",
 ) -> list[str]:
     """Why `path` cannot go into a new pool; data findings are waived by `may_wipe`."""
     if not state or not state["exists"]:
@@ -203,10 +286,9 @@ def drive_problems(
     for label in state["zfs_labels"]:
         findings.append(_describe_label(label, state, pool_name))
     if findings and not may_wipe:
+        action = action or f"create pool {pool_name}"
         return [
-            f"{where} holds {finding}; refusing to create pool {pool_name}. "
-            "To reuse it, add it to wipe_drives for this host"
-            for finding in findings
+            f"{where} holds {finding}; refusing to {action}. To reuse it, {opt_in}" for finding in findings
         ]
     return []
 

@@ -410,3 +410,71 @@ def test_healthy_pool_logs_no_warning(caplog):
     caplog.set_level(logging.WARNING, logger="pyinfra")
     run(existing_pool_facts())
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+# --- replace ----------------------------------------------------------------------------------
+
+
+def replace_facts(states, status_fixture="zfs/zpool_status_degraded.txt"):
+    facts = existing_pool_facts(status_fixture)
+    facts[DriveState] = lambda paths: {p: states.get(p) for p in paths}
+    return facts
+
+
+def test_replace_a_faulted_drive_whose_spare_stands_in():
+    commands, _ = run_operation(
+        zpool.replace, replace_facts(blank_drives([drive(25)])), "dbpool", old=drive(1), new=drive(25)
+    )
+    assert commands == [f"zpool replace dbpool {drive(1)} {drive(25)}"]
+
+
+def test_replace_an_unavailable_drive():
+    commands, _ = run_operation(
+        zpool.replace, replace_facts(blank_drives([drive(26)])), "dbpool", old=drive(8), new=drive(26)
+    )
+    assert commands == [f"zpool replace dbpool {drive(8)} {drive(26)}"]
+
+
+def test_replace_refuses_a_new_drive_that_holds_data_naming_it_and_the_opt_in():
+    states = blank_drives([drive(25)], **{drive(25): {"partition_table": "gpt"}})
+    with pytest.raises(OperationError) as e:
+        run_operation(zpool.replace, replace_facts(states), "dbpool", old=drive(1), new=drive(25))
+    message = str(e.value)
+    assert f"drive {drive(25)} (/dev/nvme1n1) holds a gpt partition table" in message
+    assert "To reuse it, replace with wipe" in message and "no drive was changed" in message
+
+
+def test_replace_with_wipe_clears_the_new_drive_first():
+    states = blank_drives([drive(25)], **{drive(25): {"partition_table": "gpt"}})
+    commands, _ = run_operation(
+        zpool.replace, replace_facts(states), "dbpool", old=drive(1), new=drive(25), wipe=True
+    )
+    assert commands == [
+        f"wipefs -a {drive(25)}",
+        "udevadm settle",
+        f"zpool replace dbpool {drive(1)} {drive(25)}",
+    ]
+
+
+def test_replace_refuses_a_drive_not_in_the_pool_and_a_spare():
+    facts = replace_facts(blank_drives([drive(25)]))
+    with pytest.raises(OperationError, match=f"drive {drive(30)} is not in pool dbpool"):
+        run_operation(zpool.replace, facts, "dbpool", old=drive(30), new=drive(25))
+    with pytest.raises(OperationError, match="is a hot spare of pool dbpool"):
+        run_operation(zpool.replace, facts, "dbpool", old=drive(24), new=drive(25))
+    with pytest.raises(OperationError, match="give a new drive"):
+        run_operation(zpool.replace, facts, "dbpool", old=drive(8), new=drive(24))
+
+
+def test_replace_is_a_noop_once_the_new_drive_is_in_the_pool():
+    # drive 23 (a spare) stands in for drive 1 in the fixture: as if it were the new drive of a
+    # replace that is resilvering, then done.
+    status = fixture_lines("zfs/zpool_status_healthy.txt")
+    facts = {ZpoolTopology: ZpoolTopology().process(status), DriveState: lambda paths: {}}
+    commands, host = run_operation(zpool.replace, facts, "dbpool", old=drive(30), new=drive(1))
+    assert commands == [] and "has replaced" in host.noops[0]
+
+
+def test_replace_needs_the_pool_imported():
+    with pytest.raises(OperationError, match="not imported"):
+        run_operation(zpool.replace, {ZpoolTopology: None}, "dbpool", old=drive(1), new=drive(25))
