@@ -71,8 +71,9 @@ def short_of_drives_warning(cfg: HostConfig, topology: dict, found: list[str]) -
         f"{cfg.drive_pattern!r} matches {len(found)} drive(s), drive_count is {cfg.drive_count}; "
         f"pool drives missing from /dev/disk/by-id: {', '.join(missing) or 'none (check drive_pattern)'}"
         + (f"; zpool status: {'; '.join(problems)}" if problems else "")
-        + f". The pool is left as it is; replace the drive (zpool replace {name} OLD NEW; README: "
-        "a host short of a drive) and converge again."
+        + ". The pool is left as it is; put a new drive in and replace the missing one: pyinfra "
+        f"INVENTORY runbooks/replace_drive.py --data on={host.name} --data old=OLD --data new=NEW "
+        "(README: Replacing a drive)."
     )
 
 
@@ -162,6 +163,7 @@ def pool(cfg: HostConfig) -> None:
         ashift=cfg.pool.ashift,
         properties={"autoreplace": cfg.pool.autoreplace, "autotrim": cfg.pool.autotrim},
         wipe=cfg.wipe_drives,
+        exact_pairs=bool(cfg.drives),  # found by drive_pattern: a replaced drive keeps its mirror
     )
 
 

@@ -29,6 +29,7 @@ def pool(
     properties: Mapping[str, PropertyValue] | None = None,
     wipe: Iterable[str] = (),
     require_nvme: bool = True,
+    exact_pairs: bool = True,
 ) -> Generator[str | StringCommand, None, None]:
     """
     Create a pool of striped vdevs from /dev/disk/by-id paths, or check an existing one.
@@ -42,6 +43,11 @@ def pool(
       creation and corrected with ``zpool set`` afterwards
     + wipe: by-id paths this host may wipe before creating the pool (explicit opt-in)
     + require_nvme: refuse drives that are not whole NVMe namespaces
+    + exact_pairs: an existing pool must pair the drives as ``vdevs`` does. False when the drives
+      were found by a pattern (sorted names say nothing of which mirror a replacement drive
+      joined): the pool must have the declared shape (vdev types and widths, spare count) and
+      hold every drive given; a drive it does not hold (a new one waiting for a replace) is
+      warned about, not an error
 
     Before creating a pool every drive is checked: it must exist, be a whole disk (an NVMe
     namespace), not be mounted or used by LVM/md, and hold no partition table, filesystem
@@ -74,7 +80,10 @@ def pool(
 
     pool_properties = host.get_fact(ZpoolProperties, pool=pool_name) or {}
 
-    differences = layout_differences(topology, vdevs, spares)
+    if exact_pairs:
+        differences, waiting = layout_differences(topology, vdevs, spares), []
+    else:
+        differences, waiting = shape_differences(topology, vdevs, spares)
     live_ashift = pool_properties.get("ashift", {}).get("value")
     if live_ashift is not None and live_ashift != str(ashift):
         differences.append(f"ashift is {live_ashift}, declared {ashift}")
@@ -87,6 +96,9 @@ def pool(
 
     for problem in health_problems(topology):
         logger.warning(f"{host.print_prefix}pool {pool_name} is {topology['state']}: {problem}")
+    if waiting:
+        given = [drive for vdev in vdevs for drive in vdev] + spares
+        logger.warning(waiting_warning(pool_name, topology, waiting, given))
 
     changed = False
     for prop, wanted in properties.items():
@@ -379,6 +391,44 @@ def layout_differences(topology: dict, vdevs: list[list[str]], spares: list[str]
         names = " ".join(vdev["name"] for vdev in topology[section])
         differences.append(f"pool has {section} vdevs ({names}) which are not declared")
     return differences
+
+
+def shape_differences(
+    topology: dict, vdevs: list[list[str]], spares: list[str]
+) -> tuple[list[str], list[str]]:
+    """(what differs in shape between a live pool and the declared one, the declared drives the
+    pool does not hold), for drives whose pairing is not declared."""
+
+    def shapes(pairs: Iterable[tuple[str, int]]) -> str:
+        counts: dict[tuple[str, int], int] = {}
+        for shape in pairs:
+            counts[shape] = counts.get(shape, 0) + 1
+        return ", ".join(f"{n} x {width}-way {kind}" for (kind, width), n in sorted(counts.items()))
+
+    live = shapes((vdev["type"], len(vdev["devices"])) for vdev in topology["vdevs"])
+    declared = shapes(("mirror" if len(vdev) > 1 else "disk", len(vdev)) for vdev in vdevs)
+    differences = []
+    if live != declared:
+        differences.append(f"the pool's vdevs are {live}, declared {declared}")
+    if len(topology["spares"]) != len(spares):
+        differences.append(f"the pool has {len(topology['spares'])} spare(s), declared {len(spares)}")
+    for section in SECTIONS:
+        if section != "spares" and topology.get(section):
+            names = " ".join(vdev["name"] for vdev in topology[section])
+            differences.append(f"pool has {section} vdevs ({names}) which are not declared")
+    members = set(pool_members(topology))
+    waiting = [drive for vdev in vdevs for drive in vdev] + spares
+    return differences, [drive for drive in waiting if drive not in members]
+
+
+def waiting_warning(pool_name: str, topology: dict, waiting: list[str], given: list[str]) -> str:
+    gone = [disk for disk in pool_members(topology) if disk not in set(given)]
+    return (
+        f"{host.print_prefix}pool {pool_name} does not hold {', '.join(waiting)}, which the "
+        f"host's drive_pattern matches; the pool's drives not found: {', '.join(gone) or 'none'}. "
+        "The pool is left as it is; to put the new drive in: pyinfra INVENTORY "
+        f"runbooks/replace_drive.py --data on={host.name} --data old=OLD --data new=NEW"
+    )
 
 
 def health_problems(topology: dict) -> list[str]:

@@ -82,8 +82,9 @@ def test_existing_pool_short_of_a_drive_is_left_as_it_is(pool_calls, caplog):
     assert f"{drive(1)} is FAULTED (too many errors)" in warning
     assert f"{drive(8)} is UNAVAIL (was {drive(8)}-part1)" in warning
     assert warning.endswith(
-        ". The pool is left as it is; replace the drive (zpool replace dbpool OLD NEW; README: "
-        "a host short of a drive) and converge again."
+        ". The pool is left as it is; put a new drive in and replace the missing one: pyinfra "
+        "INVENTORY runbooks/replace_drive.py --data on=db1.example.net --data old=OLD --data new=NEW "
+        "(README: Replacing a drive)."
     )
 
 

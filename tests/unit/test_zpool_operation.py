@@ -412,6 +412,55 @@ def test_healthy_pool_logs_no_warning(caplog):
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
+# --- drives found by a pattern: any pairing into the declared shape -----------------------------
+
+
+def sorted_layout(drives, spares=2):
+    """What the storage role declares from drives found by a pattern: sorted, paired in order."""
+    drives = sorted(drives)
+    in_mirrors = drives[: len(drives) - spares]
+    return [in_mirrors[i : i + 2] for i in range(0, len(in_mirrors), 2)], drives[len(in_mirrors) :]
+
+
+def test_a_replaced_drive_sorting_elsewhere_is_the_declared_layout_when_found_by_pattern(caplog):
+    # Drive 1 was replaced by drive 30: sorted, the names pair up differently from the pool.
+    status = fixture_lines("zfs/zpool_status_healthy.txt")
+    status = [line.replace("PHLN000100V6P4BGN", "PHLN003000V6P4BGN") for line in status]
+    facts = existing_pool_facts()
+    facts[ZpoolTopology] = ZpoolTopology().process(status)
+    vdevs, spares = sorted_layout([drive(n) for n in range(2, 25)] + [drive(30)])
+    with pytest.raises(OperationError, match="differs from its declared layout"):
+        run(facts, vdevs, spares)
+    caplog.set_level(logging.WARNING, logger="pyinfra")
+    commands, host = run(facts, vdevs, spares, exact_pairs=False)
+    assert commands == [] and host.noops == ["pool dbpool has the declared layout and properties"]
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_new_drive_waiting_for_its_replace_is_warned_about_not_refused(caplog):
+    caplog.set_level(logging.WARNING, logger="pyinfra")
+    # Drive 8 is gone (UNAVAIL) and drive 30, blank, sits in its bay.
+    found = [n for n in range(1, 25) if n != 8] + [30]
+    vdevs, spares = sorted_layout([drive(n) for n in found])
+    commands, _ = run(existing_pool_facts("zfs/zpool_status_degraded.txt"), vdevs, spares, exact_pairs=False)
+    assert commands == []
+    warnings = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert f"pool dbpool does not hold {drive(30)}, which the host's drive_pattern matches" in warnings
+    assert f"the pool's drives not found: {drive(8)}" in warnings
+    assert "runbooks/replace_drive.py --data on=db1.example.net --data old=OLD --data new=NEW" in warnings
+
+
+def test_another_shape_is_still_refused_when_found_by_pattern():
+    vdevs, spares = sorted_layout([drive(n) for n in range(1, 25)], spares=0)
+    with pytest.raises(OperationError) as e:
+        run(existing_pool_facts(), vdevs, spares, exact_pairs=False)
+    assert "the pool has 2 spare(s), declared 0" in str(e.value)
+    wide = [[drive(n) for n in range(3 * i + 1, 3 * i + 4)] for i in range(8)]
+    with pytest.raises(OperationError) as e:
+        run(existing_pool_facts(), wide, [], exact_pairs=False)
+    assert "the pool's vdevs are 11 x 2-way mirror, declared 8 x 3-way mirror" in str(e.value)
+
+
 # --- replace ----------------------------------------------------------------------------------
 
 

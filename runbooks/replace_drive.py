@@ -1,0 +1,15 @@
+"""Replace a drive of a host's pool by a new one; ZFS resilvers onto it.
+
+    pyinfra INVENTORY runbooks/replace_drive.py --limit HOST --data on=HOST \
+        --data old=/dev/disk/by-id/OLD --data new=/dev/disk/by-id/NEW --dry   # the plan
+    (the same without --dry: do it; --data wipe=yes: the new drive may hold data, wipe it)
+
+`zpool status -P HOST's-pool` names the old drive (FAULTED, UNAVAIL or REMOVED, or one still
+working that is to go); `ls -l /dev/disk/by-id` the new one. It refuses, before anything is
+changed, a new drive that is not blank, as pool creation does (roles/drive_replacement.py).
+"""
+
+from roles import drive_replacement, preflight
+
+preflight.validate_inventory(parameters=drive_replacement.PARAMETERS)
+drive_replacement.run()
