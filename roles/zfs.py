@@ -210,6 +210,14 @@ def module_parameters(cfg: HostConfig) -> None:
 
 @deploy("Scrub and capacity")
 def scrub_and_capacity(cfg: HostConfig) -> None:
+    # ZED puts a hot spare in for a faulted or removed drive and, with autoreplace on, takes a new
+    # drive in the same bay into the pool; without it a spare is only ever used by hand.
+    units.service(
+        name="ZFS event daemon (hot spares, autoreplace)",
+        unit="zfs-zed.service",
+        enabled=True,
+        running=True,
+    )
     units.service(
         name=f"Monthly scrub of {cfg.pool.name}",
         unit=f"zfs-scrub-monthly@{cfg.pool.name}.timer",
