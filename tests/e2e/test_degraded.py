@@ -1,43 +1,147 @@
-"""A drive pulled from a replica's live pool (its NVMe controller removed from the guest's PCI
-bus, as a failed drive drops off): the pool goes DEGRADED, the testinfra checks fail on that host,
-and a converge of the degraded host still runs everything but the pool, changes nothing, and says
-which drive is missing. The drive then comes back (a PCI rescan, as a drive put back in its slot)
-and the pool resilvers to ONLINE."""
+"""Drives pulled from db2's live pool (Let's Encrypt's layout in the lab: 11 two-way mirrors and
+2 hot spares, autoreplace on, ZED running) while it applies what a client commits to db1:
+
+1. a drive pulled (qemu removes its NVMe controller from the running VM: lab/hotplug.py): the
+   pool goes DEGRADED, ZED puts a hot spare in and it resilvers by itself; the testinfra pool
+   checks fail on db2; a converge of db2 still runs, warns (the missing drive by id, the pool's
+   state, the replace runbook) and changes nothing;
+2. a new blank drive put in the same bay: with autoreplace it is resilvered into the pool by
+   itself and the spare goes back to AVAIL; the testinfra checks pass again and a converge
+   changes nothing;
+3. with autoreplace off, another drive pulled and a new one put in holds a filesystem: the
+   replace-drive runbook refuses it, naming the drive and what is on it; with wipe=yes it
+   replaces the pulled drive and the spare goes back to AVAIL;
+and through all of it the client sees no error and db2 ends with db1's rows, no data error."""
 
 import time
 
 import pytest
 
+from lab import hotplug
+
+from tests import labkit
 from tests.e2e.pyinfra_results import assert_changed_nothing
-from tests.e2e.test_failover import wait_for
+from tests.e2e.test_failover import runbook, wait_for
+from tests.e2e.test_switchover import follows, sql
 
 pytestmark = pytest.mark.e2e
 
 NAME = "db2"
+POOL = "dbpool"
+CLIENT = (
+    "CREATE DATABASE drivetest; CREATE TABLE drivetest.t (id INT AUTO_INCREMENT PRIMARY KEY, "
+    "payload TEXT NOT NULL)"
+)
+# A client in db1's VM writing to db1 over the network: db2 applies every transaction.
+WRITER = r"""cat > /root/dwriter.sh <<'SH'
+#!/bin/bash
+while [ ! -e /root/dwriter.stop ]; do
+  if mariadb -h 10.99.0.11 -u drivetest -pdrivetest --connect-timeout=2 drivetest \
+      -e "INSERT INTO t (payload) SELECT REPEAT(SHA2(seq, 256), 16) FROM seq_1_to_50" 2>>/root/dwriter.err
+  then echo ok >> /root/dwriter.log; else echo failed >> /root/dwriter.log; fi
+done
+echo done >> /root/dwriter.log
+SH
+rm -f /root/dwriter.stop /root/dwriter.log /root/dwriter.err
+setsid nohup bash /root/dwriter.sh >/dev/null 2>&1 < /dev/null &"""
+STOP = (
+    "touch /root/dwriter.stop; for i in $(seq 60); do grep -qx done /root/dwriter.log && break; sleep 1; done"
+)
+USER = (
+    "CREATE USER 'drivetest'@'10.99.0.0/255.255.255.0' IDENTIFIED BY 'drivetest'; "
+    "GRANT INSERT, SELECT ON drivetest.* TO 'drivetest'@'10.99.0.0/255.255.255.0'"
+)
 
 
-def pool_state(lab):
-    out = lab.check(NAME, "zpool list -H -o health dbpool")
-    return out.strip()
+def status(lab):
+    return lab.check(NAME, f"zpool status -P {POOL}")
 
 
-def test_a_pulled_drive_degrades_the_pool_and_the_converge_still_runs(converged, timings):
-    lab = converged
-    short = lab.vms[NAME].drive_ids[3]
-    drive = f"/dev/disk/by-id/{short}"
-    device = lab.check(NAME, f"basename $(readlink -f {drive})").strip()  # nvmeXn1
-    # The drive's controller (a PCI function) removed from the guest, as a failed drive drops off
-    # the bus. With NVMe multipath the namespace's device is its subsystem, which lists the
-    # controllers.
-    controllers = lab.check(NAME, f"ls -d /sys/block/{device}/device/nvme*").split()
-    controllers = [c for c in controllers if c.rsplit("/", 1)[-1][4:].isdigit()]  # nvme3, not nvme3n1
-    assert controllers, f"no controller of {device} on {NAME}"
-    lab.check(NAME, "; ".join(f"echo 1 > {c}/device/remove" for c in controllers))
+def health(lab):
+    return lab.check(NAME, f"zpool list -H -o health {POOL}").strip()
+
+
+def spares(lab):
+    """{spare by-id path: state} of db2's pool."""
+    out = status(lab)
+    section = out.split("\tspares\n", 1)[1].split("\n\n", 1)[0] if "\tspares\n" in out else ""
+    found = {}
+    for line in section.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0].startswith("/dev/"):
+            found[fields[0].removesuffix("-part1")] = fields[1]
+    return found
+
+
+def resilvering(lab):
+    return "resilver in progress" in status(lab)
+
+
+def healthy(lab):
+    return lab.run(NAME, f"zpool status -x {POOL}").stdout.strip() == f"pool '{POOL}' is healthy"
+
+
+def in_pool(lab, drive):
+    return f"{drive}-part1 " in status(lab) or f"{drive} " in status(lab)
+
+
+def by_id(serial):
+    return f"/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_{serial}"
+
+
+def client_acks(lab):
+    lines = lab.check("db1", "cat /root/dwriter.log 2>/dev/null || true").split()
+    return lines.count("ok"), lines.count("failed")
+
+
+def wait_for_more_writes(lab, more=3):
+    start = client_acks(lab)[0]
+    wait_for(lambda: client_acks(lab)[0] >= start + more, "the client's writes going on", 120)
+
+
+def pull(lab, index, timings, what):
+    vm = lab.definition.vm(NAME)
     t0 = time.monotonic()
-    lab.check(NAME, "dd if=/dev/urandom of=/datastore/mysql-log/pulled bs=1M count=8 conv=fsync; sync")
-    wait_for(lambda: pool_state(lab) == "DEGRADED", f"{NAME}'s pool DEGRADED after the drive went", 120)
-    timings["drive pulled: pool DEGRADED after"] = time.monotonic() - t0
-    assert lab.run(NAME, f"test -e {drive}").rc != 0
+    slot = hotplug.pull_drive(vm, index, log=labkit.log)
+    wait_for(lambda: health(lab) == "DEGRADED", f"{NAME}'s pool DEGRADED after the drive went", 120)
+    timings[f"{what}: pool DEGRADED after"] = time.monotonic() - t0
+    wait_for(lambda: "INUSE" in spares(lab).values(), f"a hot spare in use on {NAME} (ZED)", 180)
+    timings[f"{what}: a hot spare in (ZED) after"] = time.monotonic() - t0
+    wait_for(lambda: not resilvering(lab), f"the spare resilvered on {NAME}", 600)
+    timings[f"{what}: the spare resilvered after"] = time.monotonic() - t0
+    assert "errors: No known data errors" in status(lab), status(lab)
+    return slot
+
+
+@pytest.fixture(scope="module")
+def client(converged):
+    lab = converged
+    sql(lab, "db1", f"{CLIENT}; {USER}")
+    lab.check("db1", WRITER)
+    wait_for(lambda: client_acks(lab)[0] >= 3, "the client writing to db1", 120)
+    yield lab
+    lab.check("db1", STOP)
+    ok, failed = client_acks(lab)
+    errors = lab.check("db1", "cat /root/dwriter.err 2>/dev/null || true")
+    position = sql(lab, "db1", "SELECT @@global.gtid_binlog_pos")
+    assert sql(lab, NAME, f"SELECT MASTER_GTID_WAIT('{position}', 300)") == "0"
+    count = "SELECT COUNT(*), SUM(CRC32(payload)) FROM drivetest.t"
+    assert sql(lab, "db1", count) == sql(lab, NAME, count)
+    sql(lab, "db1", "DROP DATABASE drivetest; DROP USER 'drivetest'@'10.99.0.0/255.255.255.0'")
+    lab.check("db1", "rm -f /root/dwriter.sh /root/dwriter.log /root/dwriter.err /root/dwriter.stop")
+    assert failed == 0 and ok > 0, f"the client saw {failed} failed transactions of {ok + failed}:\n{errors}"
+
+
+def test_a_pulled_drive_is_replaced_by_a_spare_then_by_a_new_drive_in_its_bay(client, timings):
+    lab = client
+    vm = lab.definition.vm(NAME)
+    assert lab.check(NAME, f"zpool get -H -o value autoreplace {POOL}").strip() == "on"
+    assert lab.check(NAME, "systemctl is-active zfs-zed").strip() == "active"
+    assert set(spares(lab).values()) == {"AVAIL"} and len(spares(lab)) == 2
+    pulled = vm.drive_ids[3]
+    slot = pull(lab, 3, timings, "drive pulled")
+    assert lab.run(NAME, f"test -e /dev/disk/by-id/{pulled}").rc != 0
+    wait_for_more_writes(lab)
 
     checks = lab.testinfra("tests/infra/test_zfs.py")
     assert not checks.ok and f"test_pool_online[paramiko://{NAME}]" in checks.stdout, checks.stdout[-4000:]
@@ -46,17 +150,52 @@ def test_a_pulled_drive_degrades_the_pool_and_the_converge_still_runs(converged,
     result = lab.pyinfra("--limit", NAME)
     output = result.stdout + result.stderr
     timings["converge of the degraded host"] = time.monotonic() - t0
-    assert "pool dbpool is DEGRADED and drive_pattern" in output and short in output, output[-4000:]
+    assert f"pool {POOL} is DEGRADED and drive_pattern" in output and pulled in output, output[-4000:]
+    assert "runbooks/replace_drive.py" in output, output[-4000:]
     assert_changed_nothing(result)
 
     t0 = time.monotonic()
-    lab.check(NAME, "echo 1 > /sys/bus/pci/rescan")
-    wait_for(lambda: lab.run(NAME, f"test -e {drive}").rc == 0, f"{short} back on {NAME}", 60)
-    lab.check(NAME, f"zpool online dbpool {drive} && zpool clear dbpool")
-    wait_for(
-        lambda: lab.run(NAME, "zpool status -x dbpool").stdout.strip() == "pool 'dbpool' is healthy",
-        f"{NAME}'s pool ONLINE and resilvered after the drive came back",
-        300,
-    )
-    timings["drive back: pool ONLINE after"] = time.monotonic() - t0
-    lab.check(NAME, "rm -f /datastore/mysql-log/pulled")
+    new = "db2-nvme24"  # a serial the host's drive_pattern matches, as a new drive of the model would
+    hotplug.insert_drive(vm, 3, slot, new, log=labkit.log)
+    wait_for(lambda: in_pool(lab, by_id(new)), f"{new} taken into the pool (autoreplace)", 180)
+    timings["new drive in the bay: in the pool after"] = time.monotonic() - t0
+    wait_for(lambda: healthy(lab) and set(spares(lab).values()) == {"AVAIL"}, "ONLINE, spares AVAIL", 600)
+    timings["new drive in the bay: resilvered, spare AVAIL after"] = time.monotonic() - t0
+    wait_for_more_writes(lab)
+
+    checks = lab.testinfra("tests/infra/test_zfs.py")
+    assert checks.ok, checks.stdout[-4000:]
+    assert_changed_nothing(lab.pyinfra("--limit", NAME))
+
+
+def test_without_autoreplace_the_runbook_replaces_a_drive_refusing_one_that_holds_data(client, timings):
+    lab = client
+    vm = lab.definition.vm(NAME)
+    lab.check(NAME, f"zpool set autoreplace=off {POOL}")
+    try:
+        pulled = vm.drive_ids[5]
+        slot = pull(lab, 5, timings, "second drive pulled")
+        new = "db2-nvme25"
+        hotplug.insert_drive(vm, 5, slot, new, log=labkit.log)
+        wait_for(lambda: lab.run(NAME, f"test -e {by_id(new)}").rc == 0, f"{new} seen by {NAME}", 60)
+        time.sleep(20)
+        assert not in_pool(lab, by_id(new)), "autoreplace is off, yet the new drive was taken in"
+        lab.check(NAME, f"mkfs.ext4 -q {by_id(new)}")
+
+        data = ("on=db2", f"old=/dev/disk/by-id/{pulled}", f"new={by_id(new)}")
+        result, output = runbook(lab, "runbooks/replace_drive.py", *data, limit=NAME)
+        assert result.rc != 0, output[-3000:]
+        assert f"drive {by_id(new)}" in output and "ext4 filesystem" in output, output[-3000:]
+        assert "To reuse it, replace with wipe" in output, output[-3000:]
+        assert not in_pool(lab, by_id(new))
+
+        t0 = time.monotonic()
+        result, output = runbook(lab, "runbooks/replace_drive.py", *data, "wipe=yes", limit=NAME)
+        assert result.rc == 0, output[-3000:]
+        timings["replace-drive runbook, resilver included"] = time.monotonic() - t0
+        assert f"==> {NAME}: {by_id(new)} in pool {POOL} in place of /dev/disk/by-id/{pulled}" in output
+        wait_for(lambda: healthy(lab) and set(spares(lab).values()) == {"AVAIL"}, "ONLINE, spares AVAIL", 300)
+    finally:
+        lab.check(NAME, f"zpool set autoreplace=on {POOL}")
+    assert lab.testinfra("tests/infra/test_zfs.py").ok
+    assert follows(lab, NAME, "db1")[0]
