@@ -82,10 +82,14 @@ LAB_POSTGRESQL_DATA = {
 LAB_MARIADB_DATA = {"zpool_spares": 2}
 
 _lab = load()
-mariadb = [
-    (name, {**data, **LAB_MARIADB_DATA})
-    for name, data in (_host(vm) for vm in _lab.vms.values() if vm.engine == "mariadb")
-]
+
+
+def _mariadb_host(vm: VM) -> tuple[str, dict]:
+    name, data = _host(vm)
+    return name, {**data, **LAB_MARIADB_DATA}
+
+
+mariadb = [_mariadb_host(vm) for vm in _lab.vms.values() if vm.engine == "mariadb"]
 postgresql = [
     (name, {**data, **LAB_POSTGRESQL_DATA, "db_client_networks": [_network(_lab.vms[name])]})
     for name, data in (_host(vm) for vm in _lab.vms.values() if vm.engine == "postgresql")

@@ -36,7 +36,7 @@ def groups(primaries: dict[str, str], joined: list[str]) -> dict[str, list]:
     for name in joined:
         vm = lab.joining[name]
         assert vm.engine == "mariadb", "only MariaDB VMs join the lab (lab.yaml joining_vms)"
-        out["mariadb"].append(LAB["_host"](vm))
+        out["mariadb"].append(LAB["_mariadb_host"](vm))
     for group, primary in primaries.items():
         out[group] = with_primary(out[group], primary)
     out["monitoring"] = LAB["monitoring"]
