@@ -147,7 +147,7 @@ import runpy
 from lab.definition import load
 
 _vm = dataclasses.replace(load().vm({name!r}), zfs_install="prebuilt")
-_host = runpy.run_path({lab_inventory!r})["_host"]
+_host = runpy.run_path({lab_inventory!r})["_mariadb_host"]
 _name, _data = _host(_vm)
 _data.update(ssh_hostname={address!r}, ssh_port=22)
 mariadb = [(_name, _data)]
