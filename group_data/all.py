@@ -55,6 +55,10 @@ zpool_ashift = 12
 zpool_autoreplace = "on"
 zpool_autotrim = "on"
 zfs_capacity_threshold = 80  # percent; Heap saw ingestion slow past 80% [zfs-db-tuning.md]
+# Where the ZFS event daemon mails its notices (a drive faulted or removed, a spare in use, a
+# resilver or scrub finished). "" sends none: ZED logs to syslog and the Prometheus alerts page.
+# With an address the storage role installs `mail` (bsd-mailx); the host's MTA must deliver it.
+zed_email = ""
 
 # --- Datasets -----------------------------------------------------------------------------------
 

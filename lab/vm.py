@@ -389,7 +389,8 @@ def qemu_argv(vm: VM, image_dir: Path, accel_name: str, apt_port: int, apt_guest
         # nvme_core.multipath=N: each namespace a plain PCI disk, not a multipath head; with heads,
         # ZFS records no devid or phys_path for its vdevs and ZED's autoreplace cannot match a new
         # drive to its bay (measured: 0 phys_path with, both recorded and autoreplace done without).
-        f"root=/dev/vda rw console=ttyS0 net.ifnames=0 mitigations=off nvme_core.multipath=N systemd.hostname={vm.name} "
+        "root=/dev/vda rw console=ttyS0 net.ifnames=0 mitigations=off nvme_core.multipath=N "
+        f"systemd.hostname={vm.name} "
         f"dbzfs.hostname={vm.name} dbzfs.addr={vm.private_address}/{vm.private_prefix} dbzfs.sshkey={key}"
     )
     argv = [

@@ -112,6 +112,7 @@ class HostConfig:
     wipe_drives: list = field(default_factory=list)
     pool: PoolSpec | None = None
     capacity_threshold: int = 80
+    zed_email: str = ""  # ZED's notices by mail; "" sends none
     compression: str = "lz4"
     datasets: dict = field(default_factory=dict)  # relative name -> properties, parent first
     # What the engine keeps where, by name (zfs_dataset_roles): "parent", "data", "log".
@@ -175,6 +176,7 @@ class HostConfig:
             wipe_drives=list(_get(data, "wipe_drives")),
             pool=pool,
             capacity_threshold=_get(data, "zfs_capacity_threshold"),
+            zed_email=_get(data, "zed_email"),
             compression=_get(data, "zfs_compression"),
             datasets=datasets,
             dataset_roles=roles,

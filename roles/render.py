@@ -190,6 +190,10 @@ def zfs_modprobe_context(cfg: HostConfig, sized: Sizing) -> dict:
     return {"host": cfg.name, "params": params}
 
 
+def zed_context(cfg: HostConfig) -> dict:
+    return {"host": cfg.name, "email": cfg.zed_email}
+
+
 def after_zfs_mounts(cfg: HostConfig, managed_by: str, why: str) -> str:
     """A systemd drop-in: the server starts only once the pool is imported and its data and log
     datasets are mounted."""
@@ -245,7 +249,10 @@ def render(template: str, context: dict) -> str:
 def render_host(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfig] = ()) -> dict[str, str]:
     """Every file a host gets from templates/: template name -> rendered text."""
     peers = list(peers)
-    files = {"zfs.conf.j2": render("zfs.conf.j2", zfs_modprobe_context(cfg, sized))}
+    files = {
+        "zfs.conf.j2": render("zfs.conf.j2", zfs_modprobe_context(cfg, sized)),
+        "zed.rc.j2": render("zed.rc.j2", zed_context(cfg)),
+    }
     if cfg.engine == "mariadb":
         files["my.cnf.j2"] = render("my.cnf.j2", mariadb_context(cfg, sized))
         files["mariadb-role.cnf.j2"] = render("mariadb-role.cnf.j2", mariadb_role_context(cfg))

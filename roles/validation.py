@@ -149,6 +149,7 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
     "zpool_autoreplace": (_STR, False, '"on" or "off"'),
     "zpool_autotrim": (_STR, False, '"on" or "off"'),
     "zfs_capacity_threshold": (_INT, False, "80"),
+    "zed_email": (_STR, False, '"dba-pager@example.com", or "" for none'),
     "zfs_compression": (_STR, False, '"lz4" or "zstd"'),
     "zfs_datasets": (_MAP, False, "the default from group_data/all.py"),
     "zfs_dataset_roles": (_MAP, False, "the default from group_data/all.py"),
@@ -184,6 +185,7 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
 # Keys the toolkit reads (group_data/all.py documents each); a misspelt one is an error, not a
 # silent default.
 KNOWN_KEYS = set(KEY_TYPES)
+ZED_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+")
 
 
 @dataclass(frozen=True)
@@ -863,6 +865,14 @@ class _Checker:
                 t,
                 "out of range 10..90 (percent)",
                 "80 keeps ZFS's allocator and the flash fast [Heap]",
+            )
+        if self.ok(c, "zed_email") and c.zed_email and not ZED_EMAIL.fullmatch(c.zed_email):
+            self.add(
+                c.name,
+                "zed_email",
+                c.zed_email,
+                "not one mail address (zed.rc is a shell file: no spaces, quotes, $ or backslashes)",
+                'e.g. "dba-pager@example.com", or "" for no mail',
             )
         if not self.ok(c, "zpool_mirror_width", "zpool_spares"):
             return

@@ -8,7 +8,7 @@ from pathlib import Path
 from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
-from pyinfra.facts.server import KernelVersion, LinuxDistribution
+from pyinfra.facts.server import Command, KernelVersion, LinuxDistribution
 from pyinfra.operations import apt, files, server
 
 from roles import engine, render, zfs_packages
@@ -73,6 +73,25 @@ def short_of_drives_warning(cfg: HostConfig, topology: dict, found: list[str]) -
         + (f"; zpool status: {'; '.join(problems)}" if problems else "")
         + ". The pool is left as it is; put a new drive in and replace the missing one: pyinfra "
         f"INVENTORY runbooks/replace_drive.py --data on={host.name} --data old=OLD --data new=NEW "
+        "(README: Replacing a drive)."
+    )
+
+
+NVME_MULTIPATH = "/sys/module/nvme_core/parameters/multipath"
+
+
+def multipath_warning(cfg: HostConfig, multipath: str | None) -> str | None:
+    """autoreplace on with the kernel's native NVMe multipath on (Debian's default): each drive is
+    a virtual multipath head with no bus path, ZFS records no phys_path for it, and ZED cannot tell
+    that a new drive sits in a failed drive's bay (tried in the lab: autoreplace did nothing until
+    the guests booted with nvme_core.multipath=N)."""
+    if cfg.pool.autoreplace != "on" or (multipath or "").strip() != "Y":
+        return None
+    return (
+        f"{host.print_prefix}zpool_autoreplace is on, but NVMe multipath is on in the kernel "
+        f"({NVME_MULTIPATH} = Y): ZFS records no physical path for the pool's drives and ZED will "
+        "not take a new drive put in a failed drive's bay. Boot with nvme_core.multipath=N "
+        "(single-ported drives lose nothing), or replace drives with runbooks/replace_drive.py "
         "(README: Replacing a drive)."
     )
 
@@ -212,12 +231,18 @@ def module_parameters(cfg: HostConfig) -> None:
 def scrub_and_capacity(cfg: HostConfig) -> None:
     # ZED puts a hot spare in for a faulted or removed drive and, with autoreplace on, takes a new
     # drive in the same bay into the pool; without it a spare is only ever used by hand.
+    if cfg.zed_email:
+        engine.packages("mail for ZED's notices (zed_email)", ["bsd-mailx"])
+    engine.config_file("zed.rc.j2", render.zed_context(cfg), "/etc/zfs/zed.d/zed.rc")
     units.service(
         name="ZFS event daemon (hot spares, autoreplace)",
         unit="zfs-zed.service",
         enabled=True,
         running=True,
     )
+    warning = multipath_warning(cfg, host.get_fact(Command, f"cat {NVME_MULTIPATH} 2>/dev/null || true"))
+    if warning:
+        logger.warning(warning)
     units.service(
         name=f"Monthly scrub of {cfg.pool.name}",
         unit=f"zfs-scrub-monthly@{cfg.pool.name}.timer",

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.e2e
 
 ON_HOST = {
     "zfs.conf.j2": "/etc/modprobe.d/zfs.conf",
+    "zed.rc.j2": "/etc/zfs/zed.d/zed.rc",
     "my.cnf.j2": mariadb.CONFIG,
     "mariadb-role.cnf.j2": mariadb.ROLE_CONFIG,
     "postgresql.conf.j2": f"{postgresql.CONFIG_DIR}/postgresql.conf",

@@ -190,6 +190,29 @@ def test_zfs_modprobe_conf(fleet):
     assert "options zfs zfs_txg_timeout=10" in configs(fleet)["db1"][2]["zfs.conf.j2"]
 
 
+def _zed_settings(text: str) -> dict[str, str]:
+    """zed.rc as ZED's zedlets see it: sourced by a shell."""
+    out = subprocess.run(
+        ["bash", "-c", "set -a; source /dev/stdin; env -0"],
+        input=text.encode(),
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return dict(kv.split("=", 1) for kv in out.split("\0") if kv.startswith("ZED_"))
+
+
+def test_zed_rc_mails_only_when_an_address_is_given(fleet):
+    fleet["db1"]["zed_email"] = "dba-pager@example.com"
+    out = configs(fleet)
+    with_mail = _zed_settings(out["db1"][2]["zed.rc.j2"])
+    assert with_mail["ZED_EMAIL_ADDR"] == "dba-pager@example.com"
+    assert with_mail["ZED_EMAIL_OPTS"] == "-s '@SUBJECT@' @ADDRESS@"
+    assert with_mail["ZED_NOTIFY_VERBOSE"] == "1"
+    # Debian's zed.rc mails root; without an address ZED must not try (it logs "mail not installed").
+    without = _zed_settings(out["pg1"][2]["zed.rc.j2"])
+    assert "ZED_EMAIL_ADDR" not in without and without["ZED_SYSLOG_TAG"] == "zed"
+
+
 def test_db_settings_override_without_duplicates(fleet):
     fleet["db1"]["db_settings"] = {"innodb_io_capacity": 2000, "slow_query_log": "ON"}
     fleet["pg1"]["db_settings"] = {"work_mem": "8MB", "log_min_duration_statement": 500}

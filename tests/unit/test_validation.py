@@ -111,6 +111,11 @@ CASES = {
     "ashift too large": (set_("db1", zpool_ashift=17), ("db1", "zpool_ashift")),
     "threshold too high": (set_("db1", zfs_capacity_threshold=97), ("db1", "zfs_capacity_threshold")),
     "threshold not a number": (set_("db1", zfs_capacity_threshold="80%"), ("db1", "zfs_capacity_threshold")),
+    "zed_email that breaks zed.rc": (
+        set_("db1", zed_email='dba@example.com" ; rm -rf /'),
+        ("db1", "zed_email"),
+    ),
+    "zed_email two addresses": (set_("db1", zed_email="a@example.com b@example.com"), ("db1", "zed_email")),
     "full_page_writes off with small records": (
         set_(
             "pg1",

@@ -142,3 +142,17 @@ def test_storage_converges_the_rest_when_the_pool_is_left(monkeypatch, pool_call
         zfs.storage._inner()
     assert pool_calls == []
     assert done == ["install", "datasets", "module_parameters", "scrub_and_capacity"]
+
+
+@pytest.mark.parametrize(
+    ("autoreplace", "multipath", "warned"),
+    [("on", "Y\n", True), ("on", "N\n", False), ("on", "", False), ("off", "Y\n", False)],
+)
+def test_multipath_defeats_autoreplace(autoreplace, multipath, warned):
+    """A kernel with NVMe multipath on (no nvme_core loaded: "") keeps ZED from matching a new
+    drive to a failed drive's bay: the converge says so when the data asks for autoreplace."""
+    with ctx_host.use(FakeHost({})):
+        warning = zfs.multipath_warning(db1(zpool_autoreplace=autoreplace), multipath)
+    assert bool(warning) == warned
+    if warned:
+        assert "nvme_core.multipath=N" in warning and "runbooks/replace_drive.py" in warning
