@@ -1,10 +1,13 @@
 import copy
 import runpy
+import shutil
 from pathlib import Path
 
 import pytest
 
 from roles.secrets import Secrets
+
+from tests.unit.real_servers import postgres_scratch
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = {
@@ -69,3 +72,11 @@ def fleet():
 @pytest.fixture
 def secrets():
     return Secrets({"replication_password": "s3cret-rep", "app_password": "s3cret-app"}, "test")
+
+
+@pytest.fixture
+def postgres_dir():
+    """A scratch directory under /tmp the postgres account owns, removed after the test."""
+    path = postgres_scratch("dbzfs-test-")
+    yield path
+    shutil.rmtree(path)

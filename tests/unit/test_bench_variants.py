@@ -2,22 +2,17 @@
 storage-related things, and the stock settings really are the servers' defaults (the installed
 mariadbd and postgres read the variant configs)."""
 
-import os
-import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from bench import variants
-from roles import db_settings_generate, render
+from roles import render
 from roles.hostdata import DEFAULTS
 
 from tests.unit.conftest import GIB, host_data
+from tests.unit.real_servers import PG_BIN, as_postgres, mariadbd_values, require
 
-PG_BIN = Path(db_settings_generate.PG_BIN)
-MARIADBD = Path(db_settings_generate.MARIADBD)
 LAB_VM = {"hardware": {"ram_bytes": 4 * GIB, "cpus": 1}, "drive_pattern": "nvme-TEST_*", "drive_count": 24}
 HOSTS = {
     "mariadb": host_data(**LAB_VM, role="primary", server_id=1, zpool_spares=2),
@@ -143,25 +138,9 @@ def test_apply_server_settings_removes_and_appends():
     assert variants.apply_server_settings(text, {}) == text
 
 
-def require(path):
-    assert os.access(path, os.X_OK), f"{path} missing: run scripts/bootstrap (mariadb-server, postgresql-15)"
-    return str(path)
-
-
 def mariadbd_reads(config, tmp_path, names):
-    path = tmp_path / "my.cnf"
-    path.write_text(config)
-    out = subprocess.run(
-        [require(MARIADBD), f"--defaults-file={path}", "--verbose", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    values = dict(
-        line.split(None, 1) for line in out.splitlines() if line.split(None, 1)[:1] and len(line.split()) == 2
-    )
-    return {name: values[name.replace("_", "-")].strip() for name in names}
+    values = mariadbd_values(config, tmp_path)
+    return {name: values[name] for name in names}
 
 
 def test_mariadbd_reads_the_stock_storage_settings_as_its_defaults(tmp_path):
@@ -181,10 +160,6 @@ def test_mariadbd_reads_the_stock_storage_settings_as_its_defaults(tmp_path):
     }
     doublewrite = variants.variant_config(v["tuned+doublewrite"], HOSTS["mariadb"])
     assert mariadbd_reads(doublewrite, tmp_path, ["innodb_doublewrite"]) == {"innodb_doublewrite": "TRUE"}
-
-
-def as_postgres(argv):
-    return (["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []) + argv
 
 
 def postgres_reads(config, directory, name):
@@ -209,23 +184,13 @@ def postgres_reads(config, directory, name):
     return done.stdout.strip()
 
 
-@pytest.fixture
-def pg_dir():
-    """A directory the postgres account can read (pytest's tmp_path is root's alone)."""
-    path = Path(tempfile.mkdtemp(prefix="dbzfs-bench-variants-test-"))
-    if os.geteuid() == 0:
-        shutil.chown(path, "postgres", "postgres")
-    yield path
-    shutil.rmtree(path)
-
-
-def test_postgres_reads_the_stock_storage_settings_as_its_defaults(pg_dir):
+def test_postgres_reads_the_stock_storage_settings_as_its_defaults(postgres_dir):
     v = by_name("postgresql")
     zfs_defaults = variants.variant_config(v["zfs-defaults"], HOSTS["postgresql"])
     tuned = variants.variant_config(v["tuned"], HOSTS["postgresql"])
     fpw = variants.variant_config(v["tuned+full_page_writes"], HOSTS["postgresql"])
     for name, stock in (("full_page_writes", "on"), ("wal_init_zero", "on"), ("wal_recycle", "on")):
-        assert postgres_reads(zfs_defaults, pg_dir, name) == stock
-        assert postgres_reads(tuned, pg_dir, name) == "off"
-    assert postgres_reads(zfs_defaults, pg_dir, "effective_io_concurrency") == "1"
-    assert postgres_reads(fpw, pg_dir, "full_page_writes") == "on"
+        assert postgres_reads(zfs_defaults, postgres_dir, name) == stock
+        assert postgres_reads(tuned, postgres_dir, name) == "off"
+    assert postgres_reads(zfs_defaults, postgres_dir, "effective_io_concurrency") == "1"
+    assert postgres_reads(fpw, postgres_dir, "full_page_writes") == "on"

@@ -2,21 +2,16 @@
 servers load (PostgreSQL in single-user mode, mariadbd in bootstrap mode: no server to start)."""
 
 import hashlib
-import os
 import random
-import shutil
 import subprocess
-import tempfile
 import zlib
 from pathlib import Path
 
 import pytest
 
 from bench import datagen
-from roles import db_settings_generate
 
-PG_BIN = Path(db_settings_generate.PG_BIN)
-MARIADBD = Path(db_settings_generate.MARIADBD)
+from tests.unit.real_servers import MARIADBD, PG_BIN, as_postgres, require
 
 
 def text(model, engine, rows, seed=1, **kw):
@@ -84,31 +79,14 @@ def test_literals_quote_and_escape_per_engine():
         list(datagen.sql("ca", "oracle", 1))
 
 
-def require(path):
-    assert os.access(path, os.X_OK), f"{path} missing: run scripts/bootstrap (mariadb-server, postgresql-15)"
-    return str(path)
-
-
 CHECKS = {
     "ca": ("SELECT count(*), sum(length(der)) FROM certificates", "(SELECT count(*) FROM certificates)"),
     "events": ("SELECT count(*) FROM events", "(SELECT count(*) FROM events)"),
 }
 
 
-@pytest.fixture
-def scratch():
-    path = Path(tempfile.mkdtemp(prefix="dbzfs-datagen-test-"))
-    if os.geteuid() == 0:
-        shutil.chown(path, "postgres", "postgres")
-    yield path
-    shutil.rmtree(path)
-
-
-def as_postgres(argv):
-    return (["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []) + argv
-
-
-def test_postgresql_loads_both_models(scratch):
+def test_postgresql_loads_both_models(postgres_dir):
+    scratch = postgres_dir
     data = scratch / "data"
     subprocess.run(
         as_postgres(

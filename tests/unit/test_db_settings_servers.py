@@ -15,7 +15,6 @@ import difflib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,13 +23,7 @@ from roles import db_settings, db_settings_generate
 from roles.hostdata import HostConfig
 from roles.render import render_host
 
-PG_BIN = db_settings_generate.PG_BIN
-MARIADBD = db_settings_generate.MARIADBD
-
-
-def require(path):
-    assert os.access(path, os.X_OK), f"{path} missing: run scripts/bootstrap (mariadb-server, postgresql-15)"
-    return str(path)
+from tests.unit.real_servers import MARIADBD, PG_BIN, postgres_scratch, require
 
 
 @pytest.mark.parametrize("engine", db_settings.ENGINES)
@@ -82,9 +75,7 @@ def mariadbd_accepts(cnf_text: str, tmp: Path) -> tuple[bool, str]:
 @pytest.fixture(scope="module")
 def pg_dir():
     # Under /tmp, owned by postgres: postgres runs as postgres and refuses root.
-    path = Path(tempfile.mkdtemp(prefix="dbzfs-settings-test-"))
-    if os.geteuid() == 0:
-        shutil.chown(path, "postgres", "postgres")
+    path = postgres_scratch("dbzfs-settings-test-")
     (path / "pg_hba.conf").write_text("local all postgres peer\n")
     (path / "pg_ident.conf").write_text("")
     yield path

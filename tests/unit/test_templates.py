@@ -16,16 +16,10 @@ from roles.hostdata import HostConfig
 from roles.render import render_host
 from roles.validation import load_inventory
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
-MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
+from tests.unit.real_servers import MARIADBD, PG_BIN, mariadbd_values, postgres_scratch, require
+
 INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
 PROD = load_inventory("inventories/prod.py")
-
-
-def require(path):
-    # A missing server is a broken test machine, never a reason to skip.
-    assert os.access(path, os.X_OK), f"{path} missing: run scripts/bootstrap (mariadb-server, postgresql-15)"
-    return str(path)
 
 
 def configs(hosts: dict) -> dict:
@@ -35,13 +29,6 @@ def configs(hosts: dict) -> dict:
         peers = [c for c in cfgs.values() if c.cluster == cfg.cluster]
         out[name] = (cfg, cfg.sizing(), render_host(cfg, cfg.sizing(), peers))
     return out
-
-
-def scratch_dir() -> Path:
-    # Under /tmp, owned by postgres: pytest's tmp_path is root-only, and postgres refuses root.
-    path = Path(tempfile.mkdtemp(prefix="dbzfs-test-"))
-    shutil.chown(path, "postgres", "postgres")
-    return path
 
 
 def as_postgres(*args, **kw):
@@ -60,39 +47,10 @@ MARIADB_HOSTS = [n for n, d in PROD.items() if d["engine"] == "mariadb"]
 PG_HOSTS = [n for n, d in PROD.items() if d["engine"] == "postgresql"]
 
 
-def mariadbd_parsed(cnf_text: str, tmp: Path) -> dict:
-    cnf = tmp / "my.cnf"
-    cnf.write_text(cnf_text)
-    result = subprocess.run(
-        [require(MARIADBD), f"--defaults-file={cnf}", "--verbose", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    bad = [
-        line
-        for line in result.stderr.splitlines()
-        if "ERROR" in line
-        or ("Warning" in line and "max_open_files" not in line and "mysql.plugin" not in line)
-    ]
-    assert not bad, bad
-    values = {}
-    in_table = False
-    for line in result.stdout.splitlines():
-        if line.startswith("-----"):
-            in_table = True
-            continue
-        if in_table and line.strip():
-            key, _, value = line.partition(" ")
-            values[key.replace("-", "_")] = value.strip()
-    return values
-
-
 @pytest.mark.parametrize("name", MARIADB_HOSTS)
 def test_my_cnf_parsed_by_mariadbd(name, tmp_path):
     cfg, sized, files = configs(PROD)[name]
-    v = mariadbd_parsed(files["my.cnf.j2"] + files["mariadb-role.cnf.j2"], tmp_path)
+    v = mariadbd_values(files["my.cnf.j2"] + files["mariadb-role.cnf.j2"], tmp_path)
     assert v["innodb_doublewrite"] == "FALSE"
     assert v["innodb_use_native_aio"] == "FALSE"
     assert v["innodb_use_atomic_writes"] == "FALSE"
@@ -111,7 +69,7 @@ def test_my_cnf_parsed_by_mariadbd(name, tmp_path):
 
 
 def pg_checked(conf_text: str, hba_text: str, params: list[str]) -> dict:
-    tmp = scratch_dir()
+    tmp = postgres_scratch("dbzfs-test-")
     try:
         conf_text = conf_text.replace("/etc/postgresql/15/main", str(tmp))
         (tmp / "postgresql.conf").write_text(conf_text)
@@ -320,7 +278,7 @@ def test_my_cnf_runs_a_real_mariadb(fleet, name):
 
 @pytest.mark.parametrize("name", ["pg1", "pg2"])
 def test_postgresql_conf_runs_a_real_postgres(fleet, name):
-    tmp = scratch_dir()
+    tmp = postgres_scratch("dbzfs-test-")
     started = False
     try:
         cfg, sized, files = lab_sized(fleet, name, tmp)
