@@ -1,5 +1,5 @@
 """The project's Vagrantfile booted for real with libvirt, one VM (db1) from the box
-`./dbzfs lab vagrant-box` makes of the lab's bare image. `test_boot.py` (in `./dbzfs test`, before
+`./dbzfs lab vagrant-box` makes of the lab's bare image. `test_boot.py` (`./dbzfs test-long`, before
 the lab boots): `vagrant up`, the drives by id, apt only through the host's cache.
 `test_converge.py` (`./dbzfs test-long` and `./dbzfs test-vagrant`): deploy.py converged on it
 (ZFS installed prebuilt from the lab's module repository: nothing compiles under emulation), the

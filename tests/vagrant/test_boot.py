@@ -1,4 +1,4 @@
-"""The Vagrantfile for real (libvirt), in `./dbzfs test` before the lab boots: one VM up through
+"""The Vagrantfile for real (libvirt), in `./dbzfs test-long` before the lab boots: one VM up through
 `vagrant up` from the lab's own box, its 24 NVMe drives by id with the lab's serials, and apt
 reaching only the host's cache. The converge on it is test_converge.py (`./dbzfs test-long`)."""
 
