@@ -162,6 +162,9 @@ db_users = []
 # `monitoring` group runs Prometheus, which scrapes every database host and loads the alert rules.
 prometheus_server = False  # group_data/monitoring.py sets it for the `monitoring` group's hosts
 node_exporter_port = 9100
+# node_exporter collectors turned off (`--no-collector.NAME`), e.g. ["hwmon"] where a host has no
+# sensors; none of the alert rules reads Debian's default collectors except textfile.
+node_exporter_disabled_collectors = []
 mysqld_exporter_port = 9104
 postgres_exporter_port = 9187
 prometheus_port = 9090

@@ -63,6 +63,7 @@ class MonitoringSpec:
     """Exporter ports, the Prometheus server's settings and the alert thresholds (group_data)."""
 
     node_exporter_port: int
+    node_exporter_disabled_collectors: tuple[str, ...]
     mysqld_exporter_port: int
     postgres_exporter_port: int
     prometheus_port: int
@@ -80,6 +81,7 @@ class MonitoringSpec:
     def from_data(cls, data: Mapping[str, Any]) -> MonitoringSpec:
         return cls(
             node_exporter_port=_get(data, "node_exporter_port"),
+            node_exporter_disabled_collectors=tuple(_get(data, "node_exporter_disabled_collectors")),
             mysqld_exporter_port=_get(data, "mysqld_exporter_port"),
             postgres_exporter_port=_get(data, "postgres_exporter_port"),
             prometheus_port=_get(data, "prometheus_port"),

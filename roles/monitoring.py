@@ -74,6 +74,7 @@ def units_text(cfg: HostConfig) -> dict[str, str]:
                     f"/usr/bin/{NODE_EXPORTER}",
                     f"--web.listen-address={address}:{m.node_exporter_port}",
                     f"--collector.textfile.directory={TEXTFILE_DIR}",
+                    *(f"--no-collector.{name}" for name in m.node_exporter_disabled_collectors),
                 ],
             },
         ),

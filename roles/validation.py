@@ -169,6 +169,7 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
     "db_users": (_LIST, False, '[{"name": "app", "password_secret": "app_password"}]'),
     "prometheus_server": (_BOOL, False, "True (group_data/monitoring.py sets it)"),
     "node_exporter_port": (_INT, False, "9100"),
+    "node_exporter_disabled_collectors": (_LIST, False, '["systemd", "hwmon"]'),
     "mysqld_exporter_port": (_INT, False, "9104"),
     "postgres_exporter_port": (_INT, False, "9187"),
     "prometheus_port": (_INT, False, "9090"),
@@ -185,6 +186,7 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
 # Keys the toolkit reads (group_data/all.py documents each); a misspelt one is an error, not a
 # silent default.
 KNOWN_KEYS = set(KEY_TYPES)
+COLLECTOR_NAME = re.compile(r"[a-z][a-z0-9_]*")
 ZED_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+")
 
 
@@ -1411,6 +1413,24 @@ class _Checker:
             if self.ok(c, key) and (value < low or (high is not None and value > high)):
                 where = f"{low}..{high}" if high is not None else f"at least {low}"
                 self.add(c.name, key, value, f"out of range ({where})", f"e.g. {KEY_TYPES[key][2]}")
+        if self.ok(c, "node_exporter_disabled_collectors"):
+            for name in m.node_exporter_disabled_collectors:
+                if not isinstance(name, str) or not COLLECTOR_NAME.fullmatch(name):
+                    self.add(
+                        c.name,
+                        "node_exporter_disabled_collectors",
+                        name,
+                        "not a node_exporter collector name",
+                        'e.g. "systemd" (the NAME of --no-collector.NAME)',
+                    )
+                elif name == "textfile":
+                    self.add(
+                        c.name,
+                        "node_exporter_disabled_collectors",
+                        name,
+                        "the ZFS metrics and the alerts on them come through the textfile collector",
+                        "remove it from the list",
+                    )
         ratio = m.arc_metadata_hit_ratio_alert
         if self.ok(c, "arc_metadata_hit_ratio_alert") and not 0 < ratio < 1:
             self.add(

@@ -26,7 +26,7 @@ def alerts(lab):
     """Alert name -> {instance: state} as Prometheus reports them now."""
     vm = lab.vms[PROMETHEUS]
     url = f"http://{vm.private_address}:9090/api/v1/alerts"
-    script = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read().decode())"
+    script = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=30).read().decode())"
     data = json.loads(lab.check(PROMETHEUS, f"python3 -c {script!r}"))
     found: dict[str, dict[str, str]] = {}
     for alert in data["data"]["alerts"]:
@@ -38,7 +38,7 @@ def alerts(lab):
 def query(lab, promql):
     vm = lab.vms[PROMETHEUS]
     url = f"http://{vm.private_address}:9090/api/v1/query?query={urllib.parse.quote(promql)}"
-    script = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read().decode())"
+    script = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=30).read().decode())"
     return json.loads(lab.check(PROMETHEUS, f"python3 -c {script!r}"))["data"]["result"]
 
 

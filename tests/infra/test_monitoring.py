@@ -12,7 +12,7 @@ COLLECTOR_OUTPUT = f"{monitoring.TEXTFILE_DIR}/dbzfs_zfs.prom"
 def fetch(host, url):
     """An HTTP GET from the host itself (the exporters are not reachable from outside the lab's
     private network)."""
-    script = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read().decode())"
+    script = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=30).read().decode())"
     return host.check_output(f"python3 -c {script!r}")
 
 

@@ -47,6 +47,15 @@ def test_postgres_exporter_uses_peer_authentication(fleet):
     assert "password=" not in text.lower()
 
 
+def test_disabled_collectors_are_turned_off_on_the_command_line(fleet):
+    node = monitoring.drop_in_path("prometheus-node-exporter")
+    assert "--no-collector." not in monitoring.units_text(configs(fleet)["db1"])[node]
+    fleet["db1"]["node_exporter_disabled_collectors"] = ["systemd", "hwmon"]
+    text = monitoring.units_text(configs(fleet)["db1"])[node]
+    exec_start = [line for line in text.splitlines() if line.startswith("ExecStart=/")][0]
+    assert exec_start.endswith(" --no-collector.systemd --no-collector.hwmon"), exec_start
+
+
 def test_without_a_replication_address_exporters_stay_on_loopback(fleet):
     fleet["db1"]["replication_address"] = None
     files = monitoring.units_text(configs(fleet)["db1"])

@@ -116,6 +116,14 @@ CASES = {
         ("db1", "zed_email"),
     ),
     "zed_email two addresses": (set_("db1", zed_email="a@example.com b@example.com"), ("db1", "zed_email")),
+    "collector name with a flag in it": (
+        set_("db1", node_exporter_disabled_collectors=["systemd --web.listen-address=0.0.0.0:9100"]),
+        ("db1", "node_exporter_disabled_collectors"),
+    ),
+    "textfile collector disabled": (
+        set_("db1", node_exporter_disabled_collectors=["textfile"]),
+        ("db1", "node_exporter_disabled_collectors"),
+    ),
     "full_page_writes off with small records": (
         set_(
             "pg1",
