@@ -163,7 +163,7 @@ db_users = []
 prometheus_server = False  # group_data/monitoring.py sets it for the `monitoring` group's hosts
 node_exporter_port = 9100
 # node_exporter collectors turned off (`--no-collector.NAME`), e.g. ["hwmon"] where a host has no
-# sensors; none of the alert rules reads Debian's default collectors except textfile.
+# sensors; the alert rules read only the zfs and textfile collectors, which cannot be turned off.
 node_exporter_disabled_collectors = []
 mysqld_exporter_port = 9104
 postgres_exporter_port = 9187

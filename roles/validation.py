@@ -187,6 +187,11 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
 # silent default.
 KNOWN_KEYS = set(KEY_TYPES)
 COLLECTOR_NAME = re.compile(r"[a-z][a-z0-9_]*")
+# node_exporter collectors whose metrics the alert rules read (roles/monitoring_rules.py).
+ALERTED_COLLECTORS = {
+    "textfile": "the pool, scrub and snapshot alerts: dbzfs_* from the ZFS collector of ours",
+    "zfs": "ArcMetadataHitRatioLow: node_zfs_arc_demand_metadata_*",
+}
 ZED_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+")
 
 
@@ -1423,12 +1428,12 @@ class _Checker:
                         "not a node_exporter collector name",
                         'e.g. "systemd" (the NAME of --no-collector.NAME)',
                     )
-                elif name == "textfile":
+                elif name in ALERTED_COLLECTORS:
                     self.add(
                         c.name,
                         "node_exporter_disabled_collectors",
                         name,
-                        "the ZFS metrics and the alerts on them come through the textfile collector",
+                        f"alerts read its metrics ({ALERTED_COLLECTORS[name]})",
                         "remove it from the list",
                     )
         ratio = m.arc_metadata_hit_ratio_alert

@@ -124,6 +124,10 @@ CASES = {
         set_("db1", node_exporter_disabled_collectors=["textfile"]),
         ("db1", "node_exporter_disabled_collectors"),
     ),
+    "zfs collector disabled": (
+        set_("db1", node_exporter_disabled_collectors=["zfs"]),
+        ("db1", "node_exporter_disabled_collectors"),
+    ),
     "full_page_writes off with small records": (
         set_(
             "pg1",
