@@ -28,7 +28,7 @@ pg1), which is also pg2's power cycle for its prebuilt ZFS (test_zfs_install.bac
 The checks of the two crashed VMs run at once. The cycle with InnoDB doublewrite and
 full_page_writes put back (the checks show they were not needed; the bytes written per transaction
 are reported, too noisy over seconds to price them) is marked `long`: CI's run at 640f8b5 on a slow
-day did not finish within 90 minutes, so it runs in `./dbzfs test-crash` and `./dbzfs test-long`.
+day did not finish within 90 minutes, so it runs in `./dbzfs test-crash` only.
 `./dbzfs test-crash --cycles N` runs this module alone, every cycle, with N (3 by default) power
 losses of the primaries on a lab of its own. The kill moments are drawn from
 DBZFS_CRASH_SEED (printed, to replay a run)."""
