@@ -273,6 +273,47 @@ def env_number(name, default, kind=int, minimum=0):
     return value
 
 
+def wait_for(check, what, timeout=180):
+    """Call `check` every 3 s until it returns something true (returned) or `timeout` s passed
+    (an assertion naming `what`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            assert value, f"{what} within {timeout} s"
+            return value
+        time.sleep(3)
+
+
+def in_parallel(**calls):
+    """Run the named calls in threads; their results by name (an exception is re-raised)."""
+    results = {}
+
+    def one(name, call):
+        try:
+            results[name] = call()
+        except BaseException as e:  # noqa: BLE001 (re-raised below, in the test's thread)
+            results[name] = e
+
+    threads = [threading.Thread(target=one, args=item) for item in calls.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for value in results.values():
+        if isinstance(value, BaseException):
+            raise value
+    return results
+
+
+def runbook(lab, deploy, *data, inventory=None, limit=None):
+    """A runbook (deploy file) run with pyinfra against the lab, `--data` items and an optional
+    `--limit`: the result and its whole output."""
+    args = [a for item in data for a in ("--data", item)] + (["--limit", limit] if limit else [])
+    result = lab.pyinfra(*args, deploy=deploy, inventory=inventory)
+    return result, result.stdout + result.stderr
+
+
 def log(msg):
     # Progress goes to the terminal even under pytest's output capture.
     if _capture is not None:

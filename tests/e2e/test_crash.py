@@ -22,13 +22,12 @@ qemu had in flight; what qemu had already written to the drive files stays (the 
 as a drive keeps what it acknowledged as persisted. A drive that acknowledges a flush it did not
 do is out of scope.
 
-In `./dbzfs test` (CI): DBZFS_CRASH_CYCLES power losses of the primaries (1 by default), then one
-of the replicas while they apply what the primaries commit (db2 and pg2, the clients in db1 and
-pg1), which is also pg2's power cycle for its prebuilt ZFS (test_zfs_install.back_after_power_loss).
-The checks of the two crashed VMs run at once. The cycle with InnoDB doublewrite and
-full_page_writes put back (the checks show they were not needed; the bytes written per transaction
-are reported, too noisy over seconds to price them) is marked `long`: CI's run at 640f8b5 on a slow
-day did not finish within 90 minutes, so it runs in `./dbzfs test-crash` only.
+In `./dbzfs test` (CI), three power losses of each engine: DBZFS_CRASH_CYCLES of the primaries
+(1 by default), one more of the primaries with InnoDB doublewrite and full_page_writes put back
+(the checks show they were not needed; the bytes written per transaction are reported, too noisy
+over seconds to price them), then one of the replicas while they apply what the primaries commit
+(db2 and pg2, the clients in db1 and pg1), which is also pg2's power cycle for its prebuilt ZFS
+(test_zfs_install.back_after_power_loss). The checks of the two crashed VMs run at once.
 `./dbzfs test-crash --cycles N` runs this module alone, every cycle, with N (3 by default) power
 losses of the primaries on a lab of its own. The kill moments are drawn from
 DBZFS_CRASH_SEED (printed, to replay a run)."""
@@ -44,9 +43,9 @@ from lab import control, vm as vmmod
 
 from tests import labkit
 from tests.bare_host import prebuilt
-from tests.e2e.test_failover import in_parallel, wait_for
 from tests.e2e.test_switchover import app_pgpass, follows, pg_streams, psql, sql
 from tests.e2e.test_zfs_install import back_after_power_loss
+from tests.labkit import in_parallel, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -396,7 +395,6 @@ def doublewrite_and_full_page_writes_on(lab):
     wait_for(lambda: psql(lab, "pg1", "SHOW full_page_writes") == "off", "pg1's full_page_writes off", 60)
 
 
-@pytest.mark.long
 def test_power_loss_with_doublewrite_and_full_page_writes_back_on(cycles):
     """The same cycle with the settings the tuning removed: more written, no safer."""
     with doublewrite_and_full_page_writes_on(cycles.lab):

@@ -21,8 +21,8 @@ from lab import hotplug
 
 from tests import labkit
 from tests.e2e.pyinfra_results import assert_changed_nothing
-from tests.e2e.test_failover import runbook, wait_for
 from tests.e2e.test_switchover import follows, sql
+from tests.labkit import runbook, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,6 @@ tests/e2e/README.md. Without it (a developer's run on a converged lab), db1 and 
 
 import os
 import re
-import threading
 import time
 
 import pytest
@@ -31,6 +30,7 @@ from tests import labkit
 from tests.e2e.pyinfra_results import assert_changed_nothing
 from tests.e2e.test_switchover import INTACT, PG_INTACT, PG_TABLE_SUM, SETUP, app_pgpass, follows, psql, sql
 from tests.e2e.topology import inventory
+from tests.labkit import in_parallel, runbook, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
@@ -95,22 +95,6 @@ def wait_for_writes(lab, name, more_than, timeout=180):
         time.sleep(2)
 
 
-def wait_for(check, what, timeout=180):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            assert value, f"{what} within {timeout} s"
-            return value
-        time.sleep(3)
-
-
-def runbook(lab, deploy, *data, inventory=None, limit=None):
-    args = [a for item in data for a in ("--data", item)] + (["--limit", limit] if limit else [])
-    result = lab.pyinfra(*args, deploy=deploy, inventory=inventory)
-    return result, result.stdout + result.stderr
-
-
 # The current ways to build a replica from a primary that holds data, over the same network and
 # the same data, measured from the re-seeded host: bytes that cross the network and seconds.
 CURRENT_WAY = {
@@ -142,27 +126,6 @@ def compare_with_the_current_way(lab, seeds, sources, timings):
         timings[f"{name}: snapshot seed: seconds of sending (full + incremental)"] = sum(
             float(s) for _, _, s in found
         )
-
-
-def in_parallel(**calls):
-    """Run the named calls in threads; their results by name (an exception is re-raised)."""
-    results = {}
-
-    def one(name, call):
-        try:
-            results[name] = call()
-        except BaseException as e:  # noqa: BLE001 (re-raised below, in the test's thread)
-            results[name] = e
-
-    threads = [threading.Thread(target=one, args=item) for item in calls.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for value in results.values():
-        if isinstance(value, BaseException):
-            raise value
-    return results
 
 
 def test_failover_of_both_primaries_fence_reseed_and_back(converged, timings):
