@@ -13,9 +13,16 @@ from collections.abc import Generator
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, HiddenValue, OperationError, StringCommand, operation
 
-from roles.facts.mariadb import MariadbReplicaStatus, MariadbVariables, sql_string
+from roles.facts.mariadb import MariadbReplicaStatus, MariadbVariables
 from roles.operations.common import reveal
-from roles.operations.mariadb import SECRET_DIR, option_value, run_secret_sql, run_sql, secret_file
+from roles.operations.mariadb import (
+    SECRET_DIR,
+    change_master_sql,
+    option_value,
+    run_secret_sql,
+    run_sql,
+    secret_file,
+)
 
 
 def client_file(address: str, port: int, user: str, password: str) -> str:
@@ -114,10 +121,8 @@ def follow(
         "follow.sql",
         "STOP SLAVE;\n"
         + start_from
-        + f"CHANGE MASTER TO MASTER_HOST={sql_string(primary_address)}, MASTER_PORT={int(port)}, "
-        f"MASTER_USER={sql_string(replication_user)}, MASTER_PASSWORD={sql_string(secret)}, "
-        "MASTER_USE_GTID=slave_pos;\n"
-        "START SLAVE;\n",
+        + change_master_sql(primary_address, port, replication_user, secret)
+        + "START SLAVE;\n",
     )
 
 

@@ -29,7 +29,7 @@ from roles.facts.postgresql import PostgresqlCluster, PostgresqlLiveRole
 from roles.facts.units import UnitState
 from roles.facts.zfs import ZfsDatasetProperties
 from roles.operations.common import PRIVATE_DIR, private_upload, reveal
-from roles.operations.mariadb import run_secret_sql
+from roles.operations.mariadb import change_master_sql, run_secret_sql
 from roles.operations.postgresql import unit as pg_unit
 from roles.operations.postgresql_topology import CONTROLDATA, standby_settings
 
@@ -624,10 +624,8 @@ def mariadb_replica(
         "seed-replica.sql",
         "STOP SLAVE;\nRESET SLAVE ALL;\n"
         f"SET GLOBAL gtid_slave_pos = {sql_string(position)};\n"
-        f"CHANGE MASTER TO MASTER_HOST={sql_string(primary_address)}, MASTER_PORT={int(port)}, "
-        f"MASTER_USER={sql_string(replication_user)}, MASTER_PASSWORD={sql_string(reveal(password))}, "
-        "MASTER_USE_GTID=slave_pos;\n"
-        "START SLAVE;\n",
+        + change_master_sql(primary_address, port, replication_user, reveal(password))
+        + "START SLAVE;\n",
     )
     yield StringCommand("zfs set", QuoteString(f"{CONFIGURED_PROPERTY}=yes"), QuoteString(seeded))
 

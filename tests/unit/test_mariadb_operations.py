@@ -200,6 +200,7 @@ def test_fresh_replica_is_seeded_with_a_consistent_gtid_dump():
     assert 'password = "s3cret-\'quote\\"-\\\\back"\n' in cnf
     change = uploads[f"{ops.SECRET_DIR}/change-master.sql"]
     assert "MASTER_HOST='10.99.0.11'" in change and "MASTER_USE_GTID=slave_pos" in change
+    assert f"MASTER_CONNECT_RETRY={ops.CONNECT_RETRY_SECONDS}," in change
     assert "MASTER_PASSWORD='s3cret-\\'quote" in change and change.endswith("START SLAVE;\n")
     assert "mariadb -e 'STOP SLAVE; RESET MASTER'" in commands
     dump = commands[-1]
@@ -228,6 +229,14 @@ def test_healthy_replica_is_no_change():
     commands, uploads, host = seed(RUNNING)
     assert commands == [] and uploads == {}
     assert "0 s behind" in host.noops[0]
+
+
+def test_healthy_replica_with_another_connect_retry_gets_only_the_retry():
+    commands, uploads, _ = seed({**RUNNING, "Connect_Retry": "60"})
+    assert not uploads
+    retry = ops.CONNECT_RETRY_SECONDS
+    sql = f"STOP SLAVE; CHANGE MASTER TO MASTER_CONNECT_RETRY={retry}; START SLAVE"
+    assert commands == [f"mariadb -e '{sql}'"]
 
 
 def test_broken_replica_is_reported_not_reseeded():

@@ -795,7 +795,7 @@ def test_mariadb_starts_from_the_recorded_gtid_with_the_password_only_uploaded(e
     assert sql == (
         "STOP SLAVE;\nRESET SLAVE ALL;\nSET GLOBAL gtid_slave_pos = '0-1-42';\n"
         "CHANGE MASTER TO MASTER_HOST='10.99.0.11', MASTER_PORT=3306, MASTER_USER='replicator', "
-        "MASTER_PASSWORD='s3cr\\'et-rep', MASTER_USE_GTID=slave_pos;\nSTART SLAVE;\n"
+        "MASTER_PASSWORD='s3cr\\'et-rep', MASTER_CONNECT_RETRY=10, MASTER_USE_GTID=slave_pos;\nSTART SLAVE;\n"
     )
     assert "mariadb < /run/dbzfs/seed-replica.sql" in commands[-2]
     assert commands[-1] == f"zfs set dbzfs:replication-configured=yes {MARIADB_SEEDED}"
