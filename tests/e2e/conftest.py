@@ -86,6 +86,7 @@ MODULE_ORDER = [
     "test_topology.py",
     "test_crash.py",
     "test_switchover.py",
+    "test_rolling.py",
     "test_failover.py",
     "test_idempotence.py",
     "test_degraded.py",

@@ -1,0 +1,210 @@
+"""A rolling converge, planned and judged: deploy.py one host at a time, each replication group's
+replicas before its primary, and health gates between hosts (roles/rolling_run.py runs it).
+
+Pure: the plan from the inventory's data, the commands each gate runs on a host and the verdict
+from their output. A gate's verdict is (passed, detail); the runner retries a failing gate until
+its timeout, then stops the roll at that host.
+
+Gates, after a host's converge:
+
+- `server`: its database server answers a query;
+- `replication`: a replica replicates from its primary and has applied what it received (MariaDB:
+  both threads running, Seconds_Behind_Master within max_lag; PostgreSQL: its WAL receiver
+  streaming and everything received replayed); a primary: every replica of its group does;
+- `pool`: the pool is ONLINE and below its capacity threshold (zfs_capacity_threshold);
+- `checks`: the host's testinfra checks (tests/infra) pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from roles.hostdata import HostConfig
+
+GATES = ("server", "replication", "pool", "checks")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One host of the roll, with the group it belongs to and its declared role."""
+
+    host: str
+    engine: str
+    cluster: str
+    role: str
+    primary: str | None  # a replica's primary
+
+    @property
+    def group(self) -> str:
+        """The replication group's name: its cluster (named after the engine unless set)."""
+        return self.engine if self.cluster == self.engine else f"{self.engine}/{self.cluster}"
+
+
+def plan(hosts: Mapping[str, Mapping], only: set[str] | None = None) -> list[Step]:
+    """The order of the roll: groups in inventory order, in each its replicas (inventory order)
+    then its primary. `only`: host names to roll (the others of their groups are left as they
+    are); every name in it must be in the inventory."""
+    configs = [HostConfig.from_data(name, data) for name, data in hosts.items()]
+    unknown = sorted((only or set()) - {c.name for c in configs})
+    if unknown:
+        raise ValueError(f"not in the inventory: {', '.join(unknown)}")
+    groups: dict[tuple[str, str], list[HostConfig]] = {}
+    for c in configs:
+        groups.setdefault((c.engine, c.cluster), []).append(c)
+    steps = []
+    for members in groups.values():
+        ordered = [m for m in members if m.role == "replica"] + [m for m in members if m.role != "replica"]
+        for m in ordered:
+            if only is None or m.name in only:
+                steps.append(
+                    Step(m.name, m.engine, m.cluster, m.role, m.primary if m.role == "replica" else None)
+                )
+    return steps
+
+
+def replicas_of(steps_or_hosts: Mapping[str, Mapping], primary: str) -> list[str]:
+    """The inventory's replicas of `primary`, in inventory order."""
+    return [
+        name
+        for name, data in steps_or_hosts.items()
+        if data.get("role") == "replica" and data.get("primary") == primary
+    ]
+
+
+# --- gate commands (run as root on the host) --------------------------------------------------
+
+PSQL = "cd / && runuser -u postgres -- psql -XAtq -v ON_ERROR_STOP=1 -c"
+
+
+def server_command(engine: str) -> str:
+    if engine == "mariadb":
+        return "mariadb -N -e 'SELECT 1'"
+    return f"{PSQL} 'SELECT 1'"
+
+
+def replica_command(engine: str) -> str:
+    if engine == "mariadb":
+        return "mariadb -E -e 'SHOW SLAVE STATUS'"
+    return (
+        f"{PSQL} \"SELECT coalesce((SELECT status FROM pg_stat_wal_receiver), 'none'), "
+        'pg_is_in_recovery(), pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()" -F " "'
+    )
+
+
+def pool_command(pool: str) -> str:
+    return f"zpool list -H -o health,capacity {pool}"
+
+
+# --- verdicts ---------------------------------------------------------------------------------
+
+
+def server_verdict(rc: int, output: str) -> tuple[bool, str]:
+    if rc == 0 and output.strip() == "1":
+        return True, "answers"
+    return False, f"does not answer (exit {rc}): {output.strip()[-300:] or 'no output'}"
+
+
+def mariadb_replica_verdict(output: str, primary_address: str | None, max_lag: int) -> tuple[bool, str]:
+    status = {}
+    for line in output.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and not line.startswith("***"):
+            status[key.strip()] = value.strip()
+    if not status:
+        return False, "replicates from nobody (SHOW SLAVE STATUS is empty)"
+    if primary_address and status.get("Master_Host") != primary_address:
+        return False, f"replicates from {status.get('Master_Host')}, not {primary_address}"
+    io, sql = status.get("Slave_IO_Running"), status.get("Slave_SQL_Running")
+    if io != "Yes" or sql != "Yes":
+        error = status.get("Last_IO_Error") or status.get("Last_SQL_Error") or "no error recorded"
+        return False, f"replication threads IO {io}, SQL {sql}: {error}"
+    lag = status.get("Seconds_Behind_Master")
+    if lag in (None, "", "NULL") or int(lag) > max_lag:
+        return False, f"{lag} s behind its primary (at most {max_lag})"
+    return True, f"replicating, {lag} s behind"
+
+
+def postgresql_replica_verdict(output: str) -> tuple[bool, str]:
+    parts = output.split()
+    if len(parts) != 3:
+        return False, f"unexpected answer: {output.strip()[-300:] or 'none'}"
+    status, in_recovery, replayed = parts
+    if in_recovery != "t":
+        return False, "not in recovery: it is not a standby"
+    if status != "streaming":
+        return False, f"WAL receiver {status}, not streaming"
+    if replayed != "t":
+        return False, "streaming, not everything received replayed yet"
+    return True, "streaming, everything received replayed"
+
+
+def pool_verdict(output: str, threshold: int) -> tuple[bool, str]:
+    parts = output.split()
+    if len(parts) != 2:
+        return False, f"no pool: {output.strip()[-300:] or 'no output'}"
+    health, capacity = parts[0], int(parts[1].rstrip("%"))
+    if health != "ONLINE":
+        return False, f"{health}, not ONLINE"
+    if capacity >= threshold:
+        return False, f"{capacity}% full, at or over its threshold of {threshold}%"
+    return True, f"ONLINE, {capacity}% full"
+
+
+# --- pyinfra's output -------------------------------------------------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def changes_made(output: str) -> int | None:
+    """Host-operations a converge changed: the "Success" column of pyinfra's "Grand total" row
+    ("-" is none); None without a results table."""
+    rows = [line for line in ANSI.sub("", output).splitlines() if line.strip().startswith("Grand total")]
+    if not rows:
+        return None
+    changed = rows[-1].split()[-3]
+    return 0 if changed == "-" else int(changed)
+
+
+def changes_proposed(output: str) -> list[str]:
+    """With --dry: the operations of pyinfra's "Detected changes" table that would change the
+    host, as "operation: change / conditional change"."""
+    lines = ANSI.sub("", output).splitlines()
+    headers = [i for i, line in enumerate(lines) if "Operation" in line and "Conditional Change" in line]
+    if not headers:
+        return []
+    header = lines[headers[-1]]
+    change_at, conditional_at = header.index("Change"), header.index("Conditional Change")
+    rows = []
+    for line in lines[headers[-1] + 1 :]:
+        if not line.strip():
+            break
+        change, conditional = line[change_at:conditional_at].strip(), line[conditional_at:].strip()
+        if change != "-" or conditional != "-":
+            rows.append(f"{line[:change_at].strip()}: {change} / {conditional}")
+    return rows
+
+
+# --- connection -------------------------------------------------------------------------------
+
+
+def ssh_config_text(hosts: Mapping[str, Mapping], repo: str) -> str:
+    """An ssh config naming each inventory host, from the inventory's own connection data (as
+    pyinfra connects), so that testinfra's checks reach the hosts the converge reached."""
+    lines = ["# Written by roles/rolling_run.py from the inventory's connection data."]
+    for name, data in hosts.items():
+        lines.append(f"Host {name}")
+        lines.append(f"  HostName {data.get('ssh_hostname') or name}")
+        if data.get("ssh_port"):
+            lines.append(f"  Port {int(data['ssh_port'])}")
+        if data.get("ssh_user"):
+            lines.append(f"  User {data['ssh_user']}")
+        if data.get("ssh_key"):
+            key = str(data["ssh_key"])
+            lines.append(f"  IdentityFile {key if key.startswith('/') else f'{repo}/{key}'}")
+        if str(data.get("ssh_strict_host_key_checking", "")).lower() in ("off", "no", "false"):
+            lines.append("  StrictHostKeyChecking no")
+        if data.get("ssh_known_hosts_file"):
+            lines.append(f"  UserKnownHostsFile {data['ssh_known_hosts_file']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,215 @@
+"""`./dbzfs roll INVENTORY [--dry] [--hosts A,B] [--max-lag S] [--gate-timeout S] [--report FILE]`
+
+deploy.py one host at a time (roles/rolling.py's plan: each group's replicas, then its primary,
+converged in place), with health gates after each host. The roll stops at the first host whose
+converge fails or whose gate does not pass within --gate-timeout, says which gate and why, and
+leaves the hosts after it untouched. `--dry` runs `pyinfra --dry --diff` host by host in the same
+order: each host's changes, no gates, nothing changed. The report (one line per host: converged or
+not, the changes, each gate's verdict and seconds) is printed and written as JSON (--report).
+
+The inventory is validated first (as `./dbzfs deploy` does): bad data stops the roll before any
+host is touched. Connections: the inventory's own ssh data (roles.rolling.ssh_config_text), for
+pyinfra and testinfra alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from roles import rolling
+from roles.hostdata import HostConfig
+from roles.validation import REPO_ROOT, load_inventory_isolated
+
+PYTHON = Path(sys.executable)
+PYINFRA = PYTHON.parent / "pyinfra"
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def converge(inventory: str, host: str, dry: bool) -> tuple[int, str, int | None]:
+    """pyinfra -y INVENTORY deploy.py --limit HOST (with --dry --diff): exit code, output, and the
+    operations that changed (with --dry: that would change)."""
+    argv = [str(PYINFRA), "-y", inventory, "deploy.py", "--limit", host]
+    if dry:
+        argv += ["--dry", "--diff"]
+    result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True)
+    output = result.stdout + result.stderr
+    changed = len(rolling.changes_proposed(output)) if dry else rolling.changes_made(output)
+    return result.returncode, output, changed
+
+
+class Gates:
+    """The gates of one roll, run over the inventory's own ssh data."""
+
+    def __init__(self, inventory: str, hosts: dict, ssh_config: Path, max_lag: int, timeout: int):
+        import testinfra  # imported here: the --dry path and the unit tests need no ssh
+
+        self.inventory, self.hosts, self.ssh_config = inventory, hosts, ssh_config
+        self.max_lag, self.timeout = max_lag, timeout
+        self._host = lambda name: testinfra.get_host(f"paramiko://{name}", ssh_config=str(ssh_config))
+
+    def run(self, name: str, command: str) -> tuple[int, str]:
+        out = self._host(name).run(command)
+        return out.rc, (out.stdout + out.stderr).strip()
+
+    def server(self, step: rolling.Step) -> tuple[bool, str]:
+        return rolling.server_verdict(*self.run(step.host, rolling.server_command(step.engine)))
+
+    def _replica(self, name: str, engine: str) -> tuple[bool, str]:
+        cfg = HostConfig.from_data(name, self.hosts[name])
+        rc, out = self.run(name, rolling.replica_command(engine))
+        if rc != 0:
+            return False, f"{name}: does not answer (exit {rc}): {out[-300:]}"
+        if engine == "mariadb":
+            source = self.hosts.get(cfg.primary or "", {}).get("replication_address")
+            ok, detail = rolling.mariadb_replica_verdict(out, source, self.max_lag)
+        else:
+            ok, detail = rolling.postgresql_replica_verdict(out)
+        return ok, f"{name}: {detail}"
+
+    def replication(self, step: rolling.Step) -> tuple[bool, str]:
+        names = [step.host] if step.role == "replica" else rolling.replicas_of(self.hosts, step.host)
+        if not names:
+            return True, "no replicas"
+        verdicts = [self._replica(n, step.engine) for n in names]
+        return all(ok for ok, _ in verdicts), "; ".join(detail for _, detail in verdicts)
+
+    def pool(self, step: rolling.Step) -> tuple[bool, str]:
+        cfg = HostConfig.from_data(step.host, self.hosts[step.host])
+        if cfg.pool is None:
+            return True, "no pool declared"
+        rc, out = self.run(step.host, rolling.pool_command(cfg.pool.name))
+        return rolling.pool_verdict(out if rc == 0 else "", cfg.capacity_threshold)
+
+    def checks(self, step: rolling.Step) -> tuple[bool, str]:
+        argv = [
+            str(PYTHON),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/infra",
+            f"--hosts=paramiko://{step.host}",
+            f"--ssh-config={self.ssh_config}",
+            f"--inventory={self.inventory}",
+        ]
+        result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True)
+        lines = [line for line in result.stdout.splitlines() if line.strip()]
+        summary = lines[-1] if lines else result.stderr.strip()[-300:]
+        if result.returncode == 0:
+            return True, summary
+        failed = [line for line in lines if line.startswith("FAILED")]
+        return False, "; ".join(failed[:5]) or summary
+
+    def wait(self, gate: str, step: rolling.Step) -> tuple[bool, str, float]:
+        """The gate, tried every 5 s until it passes or the timeout passes."""
+        t0 = time.monotonic()
+        while True:
+            try:
+                ok, detail = getattr(self, gate)(step)
+            except Exception as exc:  # an ssh error is a failed try, not a crash of the roll
+                ok, detail = False, f"{type(exc).__name__}: {exc}"
+            took = time.monotonic() - t0
+            if ok or took > self.timeout:
+                return ok, detail, took
+            time.sleep(5)
+
+
+def roll(args: argparse.Namespace) -> int:
+    validate = subprocess.run([str(PYTHON), "-m", "roles.validation", args.inventory], cwd=REPO_ROOT)
+    if validate.returncode != 0:
+        log("==> roll: the inventory's data is wrong (above); no host was touched")
+        return 2
+    hosts = load_inventory_isolated(args.inventory)
+    only = set(args.hosts.split(",")) if args.hosts else None
+    try:
+        steps = rolling.plan(hosts, only)
+    except ValueError as exc:
+        log(f"==> roll: --hosts: {exc}; no host was touched")
+        return 2
+    order = ", ".join(f"{s.host} ({s.group} {s.role})" for s in steps)
+    log(f"==> roll{' (dry)' if args.dry else ''}: {len(steps)} host(s), one at a time: {order}")
+    report: list[dict] = []
+    stopped = None
+    with tempfile.TemporaryDirectory(prefix="dbzfs-roll-") as tmp:
+        ssh_config = Path(tmp) / "ssh_config"
+        ssh_config.write_text(rolling.ssh_config_text(hosts, str(REPO_ROOT)))
+        gates = (
+            None if args.dry else Gates(args.inventory, hosts, ssh_config, args.max_lag, args.gate_timeout)
+        )
+        for i, step in enumerate(steps, 1):
+            entry: dict = {"host": step.host, "group": step.group, "role": step.role, "gates": {}}
+            report.append(entry)
+            log(f"==> [{i}/{len(steps)}] {step.host} ({step.group} {step.role}): converge")
+            t0 = time.monotonic()
+            rc, output, changed = converge(args.inventory, step.host, args.dry)
+            entry.update(converge_s=round(time.monotonic() - t0, 1), changed=changed, rc=rc)
+            if args.dry or rc != 0:
+                print(output, end="" if output.endswith("\n") else "\n")
+            if rc != 0:
+                stopped = f"{step.host}: the converge failed (pyinfra exit {rc}, its output above)"
+                break
+            log(f"    {changed if changed is not None else '?'} change(s) in {entry['converge_s']:.0f} s")
+            if gates is None:
+                continue
+            for gate in rolling.GATES:
+                ok, detail, took = gates.wait(gate, step)
+                entry["gates"][gate] = {"passed": ok, "detail": detail, "s": round(took, 1)}
+                log(f"    gate {gate}: {'passed' if ok else 'FAILED'} ({took:.0f} s): {detail}")
+                if not ok:
+                    stopped = f"{step.host}: gate {gate} did not pass within {args.gate_timeout} s: {detail}"
+                    break
+            if stopped:
+                break
+    untouched = [s.host for s in steps[len(report) :]]
+    summary = {
+        "inventory": args.inventory,
+        "dry": args.dry,
+        "hosts": report,
+        "stopped": stopped,
+        "untouched": untouched,
+    }
+    if args.report:
+        Path(args.report).write_text(json.dumps(summary, indent=2) + "\n")
+    log("==> roll report:")
+    for entry in report:
+        gates_line = ", ".join(
+            f"{g} {'ok' if v['passed'] else 'FAILED'} {v['s']:.0f} s" for g, v in entry["gates"].items()
+        )
+        log(
+            f"    {entry['host']:<10} {entry['group']:<22} {entry['role']:<8} "
+            f"changes {changed}, converge {entry['converge_s']:.0f} s"
+            + (f"; {gates_line}" if gates_line else "")
+        )
+    if stopped:
+        log(f"==> roll STOPPED at {stopped}")
+        log(f"    not converged (left as they are): {', '.join(untouched) or 'none'}")
+        return 1
+    log(f"==> roll done: {len(report)} host(s){' (dry: nothing changed)' if args.dry else ''}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="./dbzfs roll", description=__doc__.split("\n\n")[1])
+    p.add_argument("inventory")
+    p.add_argument(
+        "--dry", action="store_true", help="each host's changes in the roll's order; nothing changed"
+    )
+    p.add_argument("--hosts", help="only these hosts (comma-separated), in the roll's order")
+    p.add_argument("--max-lag", type=int, default=30, help="seconds a MariaDB replica may be behind (30)")
+    p.add_argument("--gate-timeout", type=int, default=300, help="seconds a gate may take to pass (300)")
+    p.add_argument("--report", help="write the report as JSON to this file")
+    return roll(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

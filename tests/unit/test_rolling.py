@@ -1,0 +1,130 @@
+"""The rolling converge's plan, gate verdicts and reading of pyinfra's output (roles/rolling.py)."""
+
+import functools
+
+import pytest
+
+from roles import rolling
+from roles.validation import load_inventory_isolated
+
+
+@functools.cache
+def lab_hosts():
+    return load_inventory_isolated("inventories/lab.py")
+
+
+def test_each_group_rolls_its_replicas_before_its_primary():
+    steps = rolling.plan(lab_hosts())
+    assert [(s.host, s.role) for s in steps] == [
+        ("db2", "replica"),
+        ("db1", "primary"),
+        ("pg2", "replica"),
+        ("pg1", "primary"),
+    ]
+    assert steps[0].group == "mariadb" and steps[0].primary == "db1"
+    assert steps[1].primary is None
+
+
+def test_hosts_limit_the_roll_and_keep_its_order():
+    steps = rolling.plan(lab_hosts(), only={"pg1", "pg2"})
+    assert [s.host for s in steps] == ["pg2", "pg1"]
+
+
+def test_a_host_not_in_the_inventory_is_refused():
+    with pytest.raises(ValueError, match="not in the inventory: nope"):
+        rolling.plan(lab_hosts(), only={"db1", "nope"})
+
+
+def test_replicas_of_a_primary():
+    assert rolling.replicas_of(lab_hosts(), "db1") == ["db2"]
+    assert rolling.replicas_of(lab_hosts(), "db2") == []
+
+
+RUNNING = """*************************** 1. row ***************************
+                Slave_IO_State: Waiting for master to send event
+                   Master_Host: 10.99.0.11
+              Slave_IO_Running: Yes
+             Slave_SQL_Running: Yes
+                Last_IO_Error:
+         Seconds_Behind_Master: 0
+"""
+
+
+@pytest.mark.parametrize(
+    "output, ok, detail",
+    [
+        (RUNNING, True, "replicating, 0 s behind"),
+        (RUNNING.replace("Seconds_Behind_Master: 0", "Seconds_Behind_Master: 31"), False, "31 s behind"),
+        (RUNNING.replace("Seconds_Behind_Master: 0", "Seconds_Behind_Master: NULL"), False, "NULL s behind"),
+        (RUNNING.replace("Slave_IO_Running: Yes", "Slave_IO_Running: Connecting"), False, "IO Connecting"),
+        (RUNNING.replace("10.99.0.11", "10.99.0.13"), False, "replicates from 10.99.0.13, not 10.99.0.11"),
+        ("", False, "replicates from nobody"),
+    ],
+)
+def test_mariadb_replica_verdict(output, ok, detail):
+    passed, text = rolling.mariadb_replica_verdict(output, "10.99.0.11", 30)
+    assert passed is ok and detail in text
+
+
+@pytest.mark.parametrize(
+    "output, ok, detail",
+    [
+        ("streaming t t", True, "everything received replayed"),
+        ("streaming t f", False, "not everything received replayed"),
+        ("none t t", False, "WAL receiver none"),
+        ("none f f", False, "not in recovery"),
+        ("", False, "unexpected answer"),
+    ],
+)
+def test_postgresql_replica_verdict(output, ok, detail):
+    passed, text = rolling.postgresql_replica_verdict(output)
+    assert passed is ok and detail in text
+
+
+@pytest.mark.parametrize(
+    "output, ok, detail",
+    [
+        ("ONLINE\t12%", True, "ONLINE, 12% full"),
+        ("DEGRADED\t12%", False, "DEGRADED, not ONLINE"),
+        ("ONLINE\t80%", False, "80% full, at or over its threshold of 80%"),
+        ("", False, "no pool"),
+    ],
+)
+def test_pool_verdict(output, ok, detail):
+    passed, text = rolling.pool_verdict(output, 80)
+    assert passed is ok and detail in text
+
+
+def test_server_verdict():
+    assert rolling.server_verdict(0, "1\n") == (True, "answers")
+    passed, text = rolling.server_verdict(1, "ERROR 2002 (HY000): Can't connect")
+    assert not passed and "exit 1" in text and "Can't connect" in text
+
+
+def test_changes_made_reads_the_grand_total():
+    table = (
+        "    Operation        Hosts   Success   Error   No Change\n"
+        "    Grand total      169     117       -       52\n"
+    )
+    assert rolling.changes_made(table) == 117
+    assert rolling.changes_made(table.replace("117", "-")) == 0
+    assert rolling.changes_made("no table") is None
+
+
+def test_changes_proposed_lists_what_would_change():
+    table = (
+        "--> Detected changes:\n"
+        "    Operation                      Change         Conditional Change\n"
+        "    MariaDB | my.cnf               1 (db2)        -\n"
+        "    ZFS storage | Pool             -              -\n"
+        "\n"
+    )
+    assert rolling.changes_proposed(table) == ["MariaDB | my.cnf: 1 (db2) / -"]
+
+
+def test_ssh_config_from_the_inventorys_connection_data():
+    text = rolling.ssh_config_text(lab_hosts(), "/repo")
+    block = text.split("Host db1\n")[1].split("Host ")[0]
+    assert "  HostName 127.0.0.1\n" in block and "  Port 2221\n" in block and "  User root\n" in block
+    assert "  StrictHostKeyChecking no\n" in block and "  UserKnownHostsFile /dev/null\n" in block
+    assert "  IdentityFile /" in block
