@@ -12,9 +12,12 @@ from roles import mariadb, postgresql, preflight, topology, zfs
 preflight.validate_inventory()
 topology.check()
 
-zfs.storage()
+role = {"mariadb": mariadb, "postgresql": postgresql}[host.data.engine]
 
-if host.data.engine == "mariadb":
-    mariadb.server()
-elif host.data.engine == "postgresql":
-    postgresql.server()
+# Packages before the pool: every package's postinst reloads systemd, and once a pool of 24
+# drives exists each reload re-reads twice as many units (a partition or two per drive, each
+# with its by-id, by-path, by-partuuid... device units).
+zfs.software()
+role.software()
+zfs.storage()
+role.server()

@@ -92,13 +92,18 @@ def config(cfg: HostConfig, group: engine.Group, context: dict) -> None:
     fencing.place(cfg, group, SERVICE)
 
 
+@deploy("MariaDB software")
+def software() -> None:
+    """The monitoring packages, before the pool exists (deploy.py); the server's install waits for
+    its datasets and config (its postinst initialises the datadir)."""
+    cfg = engine.host_config()
+    monitoring.before_install(cfg)
+    engine.packages("Monitoring from Debian", monitoring.packages(cfg))
+
+
 @deploy("MariaDB server")
 def install(cfg: HostConfig) -> None:
-    # One apt run for the server and the monitoring packages (their units are in place already).
-    engine.packages(
-        "MariaDB server, client and monitoring from Debian",
-        PACKAGES + monitoring.packages(cfg),
-    )
+    engine.packages("MariaDB server and client from Debian", PACKAGES)
     # Most InnoDB settings are not dynamic: a config written after the server started takes a
     # restart (a fresh install started it with the config already in place).
     units.current(name="MariaDB running its current config, enabled", units={SERVICE: [CONFIG]})
@@ -170,7 +175,6 @@ def server() -> None:
     group = engine.group(cfg)
     context = render.mariadb_context(cfg, engine.sized_for_this_host(cfg))
     config(cfg, group, context)
-    monitoring.before_install(cfg)
     install(cfg)
     if cfg.role == "primary":
         accounts(cfg, group)

@@ -59,9 +59,8 @@ def install(cfg: HostConfig, group: engine.Group) -> None:
         CREATECLUSTER_DROPIN,
         name="No default cluster on install",
     )
-    # The unit's drop-ins before the packages, as MariaDB's: postgresql-common's postinst reloads
-    # systemd, which then reads them too. Each daemon-reload re-reads every unit, several hundred
-    # on a host with 24 drives in a pool (18 s of an emulated guest's CPU in the lab).
+    # The unit's drop-ins before the packages: postgresql-common's postinst reloads systemd, which
+    # then reads them too (each daemon-reload re-reads every unit: no reload of our own).
     engine.text_file(dropin_text(cfg), DROPIN, name=f"{UNIT} after the ZFS mounts")
     fencing.place(cfg, group, UNIT)
     # One apt run for the server and the monitoring packages (their units are in place already).
@@ -232,13 +231,21 @@ def replication_check(cfg: HostConfig, group: engine.Group) -> None:
     )
 
 
+@deploy("PostgreSQL software")
+def software() -> None:
+    """PostgreSQL and its monitoring, before the pool exists (deploy.py): no cluster is created on
+    install, so nothing here needs the datasets."""
+    cfg = engine.host_config()
+    monitoring.before_install(cfg)
+    install(cfg, engine.group(cfg))
+
+
 @deploy("PostgreSQL")
 def server() -> None:
+    """After software() and the storage role."""
     cfg = engine.host_config()
     group = engine.group(cfg)
     paths = render.postgresql_paths(cfg)
-    monitoring.before_install(cfg)
-    install(cfg, group)
     passfile()
     # Every host passes every step (engine.step): primary first, then standbys, then the check.
     primary(cfg, group, paths)

@@ -260,10 +260,14 @@ def scrub_and_capacity(cfg: HostConfig) -> None:
             )
 
 
+@deploy("ZFS software")
+def software() -> None:
+    install(engine.host_config())
+
+
 @deploy("ZFS storage")
 def storage() -> None:
     cfg = engine.host_config()
-    install(cfg)
     pool(cfg)
     datasets(cfg)
     module_parameters(cfg)

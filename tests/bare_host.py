@@ -40,7 +40,7 @@ INSTALL_OPERATIONS = {
 
 # The engine role's install operation, proposed after the ZFS install.
 ENGINE_INSTALL = {
-    "mariadb": "MariaDB server, client and monitoring from Debian",
+    "mariadb": "MariaDB server and client from Debian",
     "postgresql": "PostgreSQL 15 and monitoring",
 }
 

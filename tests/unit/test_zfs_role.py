@@ -136,12 +136,12 @@ def test_storage_converges_the_rest_when_the_pool_is_left(monkeypatch, pool_call
     done = []
     monkeypatch.setattr(zfs.engine, "host_config", lambda: cfg)
     monkeypatch.setattr(zfs, "pool", zfs.pool._inner)
-    for step in ("install", "datasets", "module_parameters", "scrub_and_capacity"):
+    for step in ("datasets", "module_parameters", "scrub_and_capacity"):
         monkeypatch.setattr(zfs, step, lambda cfg, step=step: done.append(step))
     with ctx_host.use(FakeHost({DrivesByPattern: WITHOUT_8, ZpoolTopology: DEGRADED})):
         zfs.storage._inner()
     assert pool_calls == []
-    assert done == ["install", "datasets", "module_parameters", "scrub_and_capacity"]
+    assert done == ["datasets", "module_parameters", "scrub_and_capacity"]
 
 
 @pytest.mark.parametrize(
