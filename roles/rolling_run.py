@@ -35,11 +35,11 @@ def log(msg: str) -> None:
 
 
 def converge(inventory: str, host: str, dry: bool) -> tuple[int, str, int | None]:
-    """pyinfra -y INVENTORY deploy.py --limit HOST (with --dry --diff): exit code, output, and the
+    """pyinfra -y INVENTORY deploy.py --limit HOST (or --dry --diff): exit code, output, and the
     operations that changed (with --dry: that would change)."""
-    argv = [str(PYINFRA), "-y", inventory, "deploy.py", "--limit", host]
-    if dry:
-        argv += ["--dry", "--diff"]
+    # -y skips pyinfra's change detection, which is all that --dry shows.
+    argv = [str(PYINFRA), inventory, "deploy.py", "--limit", host]
+    argv += ["--dry", "--diff"] if dry else ["-y"]
     result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True)
     output = result.stdout + result.stderr
     changed = len(rolling.changes_proposed(output)) if dry else rolling.changes_made(output)
@@ -187,7 +187,7 @@ def roll(args: argparse.Namespace) -> int:
         )
         log(
             f"    {entry['host']:<10} {entry['group']:<22} {entry['role']:<8} "
-            f"changes {changed}, converge {entry['converge_s']:.0f} s"
+            f"changes {entry['changed']}, converge {entry['converge_s']:.0f} s"
             + (f"; {gates_line}" if gates_line else "")
         )
     if stopped:

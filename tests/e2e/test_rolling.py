@@ -53,7 +53,7 @@ def test_dry_shows_the_order_and_changes_nothing(converged, timings):
     assert all(h["changed"] and h["changed"] > 0 for h in report["hosts"]), report
     assert all(not h["gates"] for h in report["hosts"])
     assert compression(converged, "pg1") == "lz4"
-    assert sql(converged, "db1", "SELECT @@innodb_log_buffer_size") != str(32 * 1024 * 1024)
+    assert sql(converged, "db1", "SELECT @@innodb_log_buffer_size") != str(48 * 1024 * 1024)
 
 
 def test_roll_converges_host_by_host_through_the_gates(converged, timings):
@@ -73,7 +73,7 @@ def test_roll_converges_host_by_host_through_the_gates(converged, timings):
         timings[f"roll: {h['host']} converge"] = h["converge_s"]
         timings[f"roll: {h['host']} gates"] = sum(v["s"] for v in h["gates"].values())
     for name in ("db1", "db2"):
-        assert sql(converged, name, "SELECT @@innodb_log_buffer_size") == str(32 * 1024 * 1024)
+        assert sql(converged, name, "SELECT @@innodb_log_buffer_size") == str(48 * 1024 * 1024)
     for name in ("pg1", "pg2"):
         assert compression(converged, name) == "zstd"
         assert psql(converged, name, "SHOW log_min_duration_statement") == "250ms"
@@ -107,4 +107,4 @@ def test_rolled_back_to_the_lab_inventory(converged, timings):
     assert result.rc == 0, result.stdout[-6000:]
     assert report["stopped"] is None
     assert compression(converged, "pg1") == "lz4"
-    assert sql(converged, "db1", "SELECT @@innodb_log_buffer_size") != str(32 * 1024 * 1024)
+    assert sql(converged, "db1", "SELECT @@innodb_log_buffer_size") != str(48 * 1024 * 1024)

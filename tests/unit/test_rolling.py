@@ -128,3 +128,23 @@ def test_ssh_config_from_the_inventorys_connection_data():
     assert "  HostName 127.0.0.1\n" in block and "  Port 2221\n" in block and "  User root\n" in block
     assert "  StrictHostKeyChecking no\n" in block and "  UserKnownHostsFile /dev/null\n" in block
     assert "  IdentityFile /" in block
+
+
+@pytest.mark.parametrize("dry, wanted, unwanted", [(True, ["--dry", "--diff"], "-y"), (False, ["-y"], "--dry")])
+def test_a_dry_converge_keeps_pyinfras_change_detection(monkeypatch, dry, wanted, unwanted):
+    """-y skips the "Detected changes" table, the only thing a --dry run shows."""
+    import subprocess
+
+    from roles import rolling_run
+
+    calls = []
+
+    def run(argv, **kwargs):
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(rolling_run.subprocess, "run", run)
+    rolling_run.converge("inventories/lab.py", "db1", dry)
+    [argv] = calls
+    assert argv[1:5] == ["inventories/lab.py", "deploy.py", "--limit", "db1"]
+    assert all(a in argv for a in wanted) and unwanted not in argv

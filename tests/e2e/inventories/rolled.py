@@ -8,7 +8,7 @@ from pathlib import Path
 
 _lab = runpy.run_path(str(Path(__file__).resolve().parents[3] / "inventories" / "lab.py"))
 
-MARIADB_CHANGE = {"db_settings": {"innodb_log_buffer_size": "32M"}}
+MARIADB_CHANGE = {"db_settings": {"innodb_log_buffer_size": "48M"}}
 POSTGRESQL_CHANGE = {"zfs_compression": "zstd", "db_settings": {"log_min_duration_statement": "250ms"}}
 
 mariadb = [(name, {**data, **MARIADB_CHANGE}) for name, data in _lab["mariadb"]]
