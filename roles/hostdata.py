@@ -219,6 +219,13 @@ class HostConfig:
         """Every dataset of the engine but the parent: the ones the server's account owns."""
         return [ds for ds in self.datasets if ds != self.parent_dataset]
 
+    def compression_of(self, relative: str) -> str:
+        """The compression a dataset's new blocks get: its own declaration, else its parent's."""
+        own = self.datasets[relative].get("compression")
+        if own is not None:
+            return str(own)
+        return str(self.datasets.get(self.parent_dataset, {}).get("compression", self.compression))
+
     def mountpoint(self, relative: str) -> str:
         return self.datasets[relative]["mountpoint"]
 

@@ -17,6 +17,7 @@ from roles.facts.drives import DrivesByPattern
 from roles.facts.zfs import ModuleRepositoryPackages, ZpoolProperties, ZpoolTopology
 from roles.hostdata import HostConfig
 from roles.operations import accounts, units, zfs as zfs_ops, zpool
+from roles.zfs_properties import BLOCKS_COMPRESSION
 
 # The engine's service account, created here with the same attributes Debian's packages use so
 # that the dataset mountpoints can be owned by it before the server is installed.
@@ -203,10 +204,17 @@ def datasets(cfg: HostConfig) -> None:
         properties={"canmount": "off", "mountpoint": "none"},
     )
     for relative, props in cfg.datasets.items():
+        # ZFS never recompresses what it wrote: the compression the blocks were written with is
+        # recorded at creation (and by runbooks/rewrite_compression.py), not read from a property
+        # a converge may change.
+        on_create = (
+            {BLOCKS_COMPRESSION: cfg.compression_of(relative)} if relative in cfg.child_datasets else None
+        )
         zfs_ops.dataset(
             name=f"Dataset {cfg.dataset_name(relative)}",
             dataset_name=cfg.dataset_name(relative),
             properties=props,
+            on_create=on_create,
         )
     for relative in cfg.child_datasets:
         files.directory(

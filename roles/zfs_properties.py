@@ -71,6 +71,11 @@ INDEX_ALIASES = {
 }
 
 # Only settable when the dataset is created (or through `zfs change-key` for the key ones).
+# A user property: the compression a dataset's blocks were written with (ZFS never recompresses
+# them; `compression` only says what new blocks get). Set when a dataset is created and by
+# runbooks/rewrite_compression.py.
+BLOCKS_COMPRESSION = "dbzfs:blocks-compression"
+
 CREATE_ONLY_PROPERTIES = frozenset(
     {
         "casesensitivity",

@@ -28,6 +28,7 @@ def dataset(
     properties: Mapping[str, PropertyValue] | None = None,
     present: bool = True,
     create_parents: bool = False,
+    on_create: Mapping[str, PropertyValue] | None = None,
     **extra_props: PropertyValue,
 ) -> Generator[StringCommand, None, None]:
     """
@@ -37,6 +38,8 @@ def dataset(
     + properties: ZFS properties, e.g. ``{"recordsize": "16k", "compression": "zstd"}``
     + present: whether the dataset should exist (``False`` destroys it, not its children)
     + create_parents: create missing parent datasets (``zfs create -p``)
+    + on_create: properties set by ``zfs create`` only and never compared afterwards (a user
+      property recording a fact about the blocks written, e.g. ``dbzfs:blocks-compression``)
     + **extra_props: additional properties; merged with ``properties``
 
     A property is changed only when its effective value differs from the declared one after
@@ -76,7 +79,7 @@ def dataset(
         bits: list = ["zfs create"]
         if create_parents:
             bits.append("-p")
-        for prop, value in properties.items():
+        for prop, value in {**properties, **(on_create or {})}.items():
             bits += ["-o", QuoteString(f"{prop}={format_value(value)}")]
         bits.append(QuoteString(dataset_name))
         yield StringCommand(*bits)
