@@ -36,15 +36,25 @@ SELECT g,
        1 + floor(random() ^ 3 * 200000)::bigint,
        md5(g::text || random()::text),
        {vocab("page_view", "click", "scroll", "form_submit", "signup", "login", "purchase", "logout")},
-       '/app/' || {vocab("dashboard", "reports", "settings", "billing", "users", "events", "funnels", "cohorts")}
+       '/app/' || {vocab("dashboard", "reports", "settings", "billing", "users", "events", "funnels")}
            || '/' || floor(random() * 500)::int,
        timestamptz '2026-01-01' + g * interval '137 ms',
        jsonb_build_object(
            'browser', {vocab("Chrome", "Safari", "Firefox", "Edge", "Opera", "Samsung Internet")},
            'os', {vocab("Windows", "macOS", "iOS", "Android", "Linux")},
            'country', {vocab("US", "GB", "DE", "FR", "IN", "BR", "CA", "JP", "AU", "NL", "ES", "SE")},
-           'referrer', {vocab("direct", "google.com", "bing.com", "twitter.com", "news.ycombinator.com",
-                             "linkedin.com", "newsletter", "github.com")},
+           'referrer', {
+        vocab(
+            "direct",
+            "google.com",
+            "bing.com",
+            "twitter.com",
+            "news.ycombinator.com",
+            "linkedin.com",
+            "newsletter",
+            "github.com",
+        )
+    },
            'screen', {vocab("1920x1080", "1440x900", "390x844", "2560x1440", "1366x768", "414x896")},
            'duration_ms', floor(random() ^ 2 * 30000)::int,
            'scroll_depth', round(random()::numeric, 2),

@@ -18,10 +18,12 @@ Gates, after a host's converge:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from roles.hostdata import HostConfig
+from roles.zfs_properties import BLOCKS_COMPRESSION, same_value
 
 GATES = ("server", "replication", "pool", "checks")
 
@@ -150,6 +152,74 @@ def pool_verdict(output: str, threshold: int) -> tuple[bool, str]:
     if capacity >= threshold:
         return False, f"{capacity}% full, at or over its threshold of {threshold}%"
     return True, f"ONLINE, {capacity}% full"
+
+
+# --- the compression rewrite's report -----------------------------------------------------------
+
+SIZE_PROPERTIES = ("used", "logicalused", "compressratio", BLOCKS_COMPRESSION)
+
+
+def sizes_command(datasets: Sequence[str]) -> str:
+    names = " ".join(shlex.quote(d) for d in datasets)
+    return f"zfs get -H -p -o name,property,value {','.join(SIZE_PROPERTIES)} {names}"
+
+
+def parse_sizes(output: str) -> dict[str, dict[str, str]]:
+    """`sizes_command`'s output -> {dataset: {property: value}}."""
+    sizes: dict[str, dict[str, str]] = {}
+    for line in output.splitlines():
+        fields = line.split("\t")
+        if len(fields) == 3:
+            sizes.setdefault(fields[0], {})[fields[1]] = fields[2]
+    return sizes
+
+
+def needs_rewrite(sizes: Mapping[str, Mapping[str, str]], wanted: Mapping[str, str]) -> list[str]:
+    """Datasets whose blocks are recorded as written with another compression than wanted."""
+    return [
+        d
+        for d, compression in wanted.items()
+        if sizes.get(d, {}).get(BLOCKS_COMPRESSION, "-") not in ("-", "")
+        and not same_value("compression", compression, sizes[d][BLOCKS_COMPRESSION])
+    ]
+
+
+def _totals(sizes: Mapping[str, Mapping[str, str]], datasets: Sequence[str]) -> dict[str, float]:
+    used = sum(int(sizes.get(d, {}).get("used", 0)) for d in datasets)
+    logical = sum(int(sizes.get(d, {}).get("logicalused", 0)) for d in datasets)
+    return {"used": used, "logicalused": logical, "compressratio": round(logical / used, 2) if used else 0.0}
+
+
+def rewrite_report(
+    before: Mapping[str, Mapping[str, str]], after: Mapping[str, Mapping[str, str]], datasets: Sequence[str]
+) -> dict:
+    """Per dataset and in total: compression of the blocks, physical (used) and logical size and
+    their ratio, before and after."""
+    per = {
+        d: {
+            when: {
+                "compression": sizes.get(d, {}).get(BLOCKS_COMPRESSION, "-"),
+                **_totals(sizes, [d]),
+            }
+            for when, sizes in (("before", before), ("after", after))
+        }
+        for d in datasets
+    }
+    return {"datasets": per, "before": _totals(before, datasets), "after": _totals(after, datasets)}
+
+
+def mib(size: float) -> str:
+    return f"{size / 1024**2:.1f} MiB"
+
+
+def rewrite_line(report: Mapping) -> str:
+    b, a = report["before"], report["after"]
+    saved = 1 - a["used"] / b["used"] if b["used"] else 0.0
+    return (
+        f"{mib(b['used'])} -> {mib(a['used'])} on the pool ({saved:.0%} less; logical "
+        f"{mib(b['logicalused'])} -> {mib(a['logicalused'])}), compressratio {b['compressratio']:.2f}x -> "
+        f"{a['compressratio']:.2f}x"
+    )
 
 
 # --- pyinfra's output -------------------------------------------------------------------------

@@ -1,11 +1,15 @@
 """`./dbzfs roll INVENTORY [--dry] [--hosts A,B] [--max-lag S] [--gate-timeout S] [--report FILE]`
 
 deploy.py one host at a time (roles/rolling.py's plan: each group's replicas, then its primary,
-converged in place), with health gates after each host. The roll stops at the first host whose
+converged in place), then runbooks/rewrite_compression.py where the host's datasets hold blocks of
+another compression than the data declares (Heap's lz4 -> zstd: ZFS compresses a block only when it
+writes it), with health gates after each host. The roll stops at the first host whose
 converge fails or whose gate does not pass within --gate-timeout, says which gate and why, and
 leaves the hosts after it untouched. `--dry` runs `pyinfra --dry --diff` host by host in the same
-order: each host's changes, no gates, nothing changed. The report (one line per host: converged or
-not, the changes, each gate's verdict and seconds) is printed and written as JSON (--report).
+order: each host's changes and the datasets it would rewrite, no gates, nothing changed. The report
+(one line per host: converged or not, the changes, each gate's verdict and seconds; per host and for
+the fleet, the rewrite's physical and logical size and compressratio before and after, and its time)
+is printed and written as JSON (--report).
 
 The inventory is validated first (as `./dbzfs deploy` does): bad data stops the roll before any
 host is touched. Connections: the inventory's own ssh data (roles.rolling.ssh_config_text), for
@@ -28,17 +32,18 @@ from roles.validation import REPO_ROOT, load_inventory_isolated
 
 PYTHON = Path(sys.executable)
 PYINFRA = PYTHON.parent / "pyinfra"
+REWRITE = "runbooks/rewrite_compression.py"
 
 
 def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def converge(inventory: str, host: str, dry: bool) -> tuple[int, str, int | None]:
-    """pyinfra -y INVENTORY deploy.py --limit HOST (or --dry --diff): exit code, output, and the
+def converge(inventory: str, host: str, dry: bool, deploy: str = "deploy.py") -> tuple[int, str, int | None]:
+    """pyinfra -y INVENTORY DEPLOY --limit HOST (or --dry --diff): exit code, output, and the
     operations that changed (with --dry: that would change)."""
     # -y skips pyinfra's change detection, which is all that --dry shows.
-    argv = [str(PYINFRA), inventory, "deploy.py", "--limit", host]
+    argv = [str(PYINFRA), inventory, deploy, "--limit", host]
     argv += ["--dry", "--diff"] if dry else ["-y"]
     result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True)
     output = result.stdout + result.stderr
@@ -50,7 +55,7 @@ class Gates:
     """The gates of one roll, run over the inventory's own ssh data."""
 
     def __init__(self, inventory: str, hosts: dict, ssh_config: Path, max_lag: int, timeout: int):
-        import testinfra  # imported here: the --dry path and the unit tests need no ssh
+        import testinfra  # imported here: the unit tests need no ssh
 
         self.inventory, self.hosts, self.ssh_config = inventory, hosts, ssh_config
         self.max_lag, self.timeout = max_lag, timeout
@@ -124,6 +129,38 @@ class Gates:
             time.sleep(5)
 
 
+def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: dict) -> str | None:
+    """The compression rewrite of the host's datasets (runbooks/rewrite_compression.py) when their
+    blocks carry another compression than the data declares, with its before/after figures in
+    entry["rewrite"]. With --dry: which datasets it would rewrite. A message when it failed."""
+    cfg = HostConfig.from_data(step.host, gates.hosts[step.host])
+    if cfg.pool is None:
+        return None
+    wanted = {cfg.dataset_name(r): cfg.compression_of(r) for r in cfg.child_datasets}
+    rc, out = gates.run(step.host, rolling.sizes_command(list(wanted)))
+    before = rolling.parse_sizes(out if rc == 0 else "")
+    pending = rolling.needs_rewrite(before, wanted)
+    if args.dry:
+        for d in pending:
+            size = rolling.mib(int(before[d].get("used", 0)))
+            log(f"    rewrite: {d}, blocks {before[d][rolling.BLOCKS_COMPRESSION]} -> {wanted[d]} ({size})")
+        entry["rewrite"] = {"datasets": pending}
+        return None
+    t0 = time.monotonic()
+    rc, output, changed = converge(args.inventory, step.host, False, deploy=REWRITE)
+    took = time.monotonic() - t0
+    if rc != 0:
+        print(output, end="" if output.endswith("\n") else "\n")
+        return f"{step.host}: the compression rewrite failed (pyinfra exit {rc}, its output above)"
+    if not pending and not changed:
+        return None
+    rc, out = gates.run(step.host, rolling.sizes_command(list(wanted)))
+    after = rolling.parse_sizes(out if rc == 0 else "")
+    entry["rewrite"] = {**rolling.rewrite_report(before, after, pending or list(wanted)), "s": round(took, 1)}
+    log(f"    rewrite ({took:.0f} s): {rolling.rewrite_line(entry['rewrite'])}")
+    return None
+
+
 def roll(args: argparse.Namespace) -> int:
     validate = subprocess.run([str(PYTHON), "-m", "roles.validation", args.inventory], cwd=REPO_ROOT)
     if validate.returncode != 0:
@@ -143,9 +180,7 @@ def roll(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="dbzfs-roll-") as tmp:
         ssh_config = Path(tmp) / "ssh_config"
         ssh_config.write_text(rolling.ssh_config_text(hosts, str(REPO_ROOT)))
-        gates = (
-            None if args.dry else Gates(args.inventory, hosts, ssh_config, args.max_lag, args.gate_timeout)
-        )
+        gates = Gates(args.inventory, hosts, ssh_config, args.max_lag, args.gate_timeout)
         for i, step in enumerate(steps, 1):
             entry: dict = {"host": step.host, "group": step.group, "role": step.role, "gates": {}}
             report.append(entry)
@@ -159,7 +194,10 @@ def roll(args: argparse.Namespace) -> int:
                 stopped = f"{step.host}: the converge failed (pyinfra exit {rc}, its output above)"
                 break
             log(f"    {changed if changed is not None else '?'} change(s) in {entry['converge_s']:.0f} s")
-            if gates is None:
+            stopped = rewrite(args, gates, step, entry)
+            if stopped:
+                break
+            if args.dry:
                 continue
             for gate in rolling.GATES:
                 ok, detail, took = gates.wait(gate, step)
@@ -178,6 +216,18 @@ def roll(args: argparse.Namespace) -> int:
         "stopped": stopped,
         "untouched": untouched,
     }
+    rewritten = [e["rewrite"] for e in report if "before" in e.get("rewrite", {})]
+    if rewritten:
+        summary["rewrite"] = {
+            when: {
+                "used": sum(r[when]["used"] for r in rewritten),
+                "logicalused": sum(r[when]["logicalused"] for r in rewritten),
+            }
+            for when in ("before", "after")
+        }
+        for when in ("before", "after"):
+            t = summary["rewrite"][when]
+            t["compressratio"] = round(t["logicalused"] / t["used"], 2) if t["used"] else 0.0
     if args.report:
         Path(args.report).write_text(json.dumps(summary, indent=2) + "\n")
     log("==> roll report:")
@@ -190,6 +240,12 @@ def roll(args: argparse.Namespace) -> int:
             f"changes {entry['changed']}, converge {entry['converge_s']:.0f} s"
             + (f"; {gates_line}" if gates_line else "")
         )
+    for entry in report:
+        if "before" in entry.get("rewrite", {}):
+            took = entry["rewrite"]["s"]
+            log(f"    {entry['host']:<10} rewrite {took:.0f} s: {rolling.rewrite_line(entry['rewrite'])}")
+    if "rewrite" in summary:
+        log(f"    fleet      rewrite: {rolling.rewrite_line(summary['rewrite'])}")
     if stopped:
         log(f"==> roll STOPPED at {stopped}")
         log(f"    not converged (left as they are): {', '.join(untouched) or 'none'}")

@@ -130,7 +130,9 @@ def test_ssh_config_from_the_inventorys_connection_data():
     assert "  IdentityFile /" in block
 
 
-@pytest.mark.parametrize("dry, wanted, unwanted", [(True, ["--dry", "--diff"], "-y"), (False, ["-y"], "--dry")])
+@pytest.mark.parametrize(
+    "dry, wanted, unwanted", [(True, ["--dry", "--diff"], "-y"), (False, ["-y"], "--dry")]
+)
 def test_a_dry_converge_keeps_pyinfras_change_detection(monkeypatch, dry, wanted, unwanted):
     """-y skips the "Detected changes" table, the only thing a --dry run shows."""
     import subprocess
