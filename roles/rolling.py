@@ -214,9 +214,10 @@ def mib(size: float) -> str:
 
 def rewrite_line(report: Mapping) -> str:
     b, a = report["before"], report["after"]
-    saved = 1 - a["used"] / b["used"] if b["used"] else 0.0
+    change = a["used"] / b["used"] - 1 if b["used"] else 0.0
+    more_or_less = "more" if change > 0 else "less"
     return (
-        f"{mib(b['used'])} -> {mib(a['used'])} on the pool ({saved:.0%} less; logical "
+        f"{mib(b['used'])} -> {mib(a['used'])} on the pool ({abs(change):.0%} {more_or_less}; logical "
         f"{mib(b['logicalused'])} -> {mib(a['logicalused'])}), compressratio {b['compressratio']:.2f}x -> "
         f"{a['compressratio']:.2f}x"
     )

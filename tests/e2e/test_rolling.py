@@ -3,9 +3,12 @@ host at a time, each group's replicas before its primary, health gates between h
 
 One change per engine (tests/e2e/inventories/rolled.py): MariaDB's redo log buffer, read only at
 start, so each server restarts and its replica must reconnect before the roll goes on; PostgreSQL's
-compression lz4 -> zstd and the slow query log (a reload). `--dry` shows the order and each
-host's changes and changes nothing; the roll converges host by host with every gate passing; a
-second roll changes nothing; a gate that fails (db2's replication stopped on purpose, the roll
+compression lz4 -> zstd (Heap's migration: 200,000 analytics events from bench/datagen.py are
+rewritten on each node, pg2 then pg1, while a client writes) and the slow query log (a reload).
+`--dry` shows the order, each host's changes and the datasets it would rewrite, and changes
+nothing; the roll converges host by host with every gate passing, every acknowledged row and every
+event is on both nodes after, and the report shows compressratio before and after; a second roll
+changes nothing; a gate that fails (db2's replication stopped on purpose, the roll
 limited to db1) stops the roll at that host and leaves the others as they are; rolled back to
 inventories/lab.py, which test_idempotence then finds converged.
 
@@ -14,20 +17,34 @@ than CI's budget holds.
 """
 
 import json
+import subprocess
 import time
 
 import pytest
 
-from lab import control
+from lab import control, vm as vmmod
 from lab.definition import REPO, STATE
 
-from tests.e2e.test_switchover import psql, sql
+from tests.e2e.test_switchover import (
+    PG_INTACT,
+    PG_STOP_WRITER,
+    PG_WRITER,
+    app_pgpass,
+    pg_acked,
+    pg_wait_for_writes,
+    psql,
+    sql,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 ROLLED = str(REPO / "tests" / "e2e" / "inventories" / "rolled.py")
 LAB = str(control.INVENTORY)
 ORDER = ["db2", "db1", "pg2", "pg1"]
+EVENTS = 200_000
+EVENTS_SUM = (
+    "SELECT count(*) || ' ' || md5(string_agg(e::text, ',' ORDER BY user_id, event_id)) FROM events e"
+)
 
 
 def roll(lab, inventory, *args, timeout=3600):
@@ -44,7 +61,24 @@ def compression(lab, name):
     return lab.check(name, "zfs get -H -o value compression dbpool/datastore").strip()
 
 
+def load_events(lab):
+    """bench/datagen.py's analytics events into pg1's application database, flushed."""
+    t0 = time.monotonic()
+    generate = subprocess.Popen(
+        [str(control.PYTHON), "-m", "bench.datagen", "--model", "events", "--engine", "postgresql"]
+        + ["--rows", str(EVENTS)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+    )
+    load = "cd / && runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d app >/dev/null"
+    subprocess.run(vmmod.ssh_argv(lab.vms["pg1"], [load]), stdin=generate.stdout, check=True, timeout=1200)
+    assert generate.wait() == 0
+    psql(lab, "pg1", "ALTER TABLE events OWNER TO app; CHECKPOINT")
+    return time.monotonic() - t0
+
+
 def test_dry_shows_the_order_and_changes_nothing(converged, timings):
+    timings["200,000 events loaded on pg1"] = load_events(converged)
     t0 = time.monotonic()
     result, report = roll(converged, ROLLED, "--dry")
     timings["roll --dry (4 hosts)"] = time.monotonic() - t0
@@ -52,14 +86,43 @@ def test_dry_shows_the_order_and_changes_nothing(converged, timings):
     assert [h["host"] for h in report["hosts"]] == ORDER
     assert all(h["changed"] and h["changed"] > 0 for h in report["hosts"]), report
     assert all(not h["gates"] for h in report["hosts"])
+    rewrites = {h["host"]: h["rewrite"]["datasets"] for h in report["hosts"]}
+    assert rewrites == {
+        "db2": [],
+        "db1": [],
+        "pg2": ["dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"],
+        "pg1": ["dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"],
+    }, rewrites
     assert compression(converged, "pg1") == "lz4"
     assert sql(converged, "db1", "SELECT @@innodb_log_buffer_size") != str(48 * 1024 * 1024)
+    # Back to lz4: the events rewritten once more, on both nodes.
+    blocks = "zfs get -H -o value dbzfs:blocks-compression dbpool/datastore/postgresql"
+    assert [converged.check(n, blocks).strip() for n in ("pg1", "pg2")] == ["lz4", "lz4"]
+    events = {name: psql(converged, name, EVENTS_SUM) for name in ("pg1", "pg2")}
+    assert events["pg1"] == events["pg2"] and events["pg1"].startswith(f"{EVENTS} "), events
+    psql(converged, "pg1", "DROP TABLE events")
 
 
 def test_roll_converges_host_by_host_through_the_gates(converged, timings):
+    lab = converged
+    app_pgpass(lab, "pg1")
+    psql(
+        lab,
+        "pg1",
+        "CREATE TABLE IF NOT EXISTS t (id int PRIMARY KEY, payload text NOT NULL); "
+        "ALTER TABLE t OWNER TO app",
+    )
+    psql(lab, "pg1", "TRUNCATE t")
+    lab.check("pg1", PG_WRITER)
+    pg_wait_for_writes(lab, 5)
     t0 = time.monotonic()
-    result, report = roll(converged, ROLLED)
-    timings["roll (4 hosts, a restart each for MariaDB)"] = time.monotonic() - t0
+    try:
+        result, report = roll(converged, ROLLED)
+    finally:
+        lab.check("pg1", PG_STOP_WRITER)
+    timings["roll (4 hosts, a restart each for MariaDB, a rewrite each for PostgreSQL)"] = (
+        time.monotonic() - t0
+    )
     assert result.rc == 0, result.stdout[-6000:]
     assert [h["host"] for h in report["hosts"]] == ORDER and report["stopped"] is None
     for h in report["hosts"]:
@@ -77,12 +140,41 @@ def test_roll_converges_host_by_host_through_the_gates(converged, timings):
     for name in ("pg1", "pg2"):
         assert compression(converged, name) == "zstd"
         assert psql(converged, name, "SHOW log_min_duration_statement") == "250ms"
+        rewrite = next(h for h in report["hosts"] if h["host"] == name)["rewrite"]
+        for figures in rewrite["datasets"].values():
+            assert (figures["before"]["compression"], figures["after"]["compression"]) == ("lz4", "zstd"), (
+                rewrite
+            )
+        assert rewrite["after"]["compressratio"] > rewrite["before"]["compressratio"], rewrite
+        timings[f"rewrite lz4 -> zstd: {name}"] = rewrite["s"]
+    print(f"==> lz4 -> zstd, fleet: {report['rewrite']}")
+    assert report["rewrite"]["after"]["used"] < report["rewrite"]["before"]["used"], report["rewrite"]
+
+    # Every acknowledged write and every event on both nodes once pg2 replayed pg1's WAL.
+    acked = [r[1] for r in pg_acked(lab)]
+    refused = [
+        line for line in lab.check("pg1", "cat /root/pgwriter.log").splitlines() if line.startswith("refused")
+    ]
+    timings["rewrite: writes refused while pg1 was stopped"] = len(refused)
+    position = psql(lab, "pg1", "SELECT pg_current_wal_lsn()", "postgres")
+    deadline = time.monotonic() + 120
+    while psql(lab, "pg2", f"SELECT pg_last_wal_replay_lsn() >= '{position}'", "postgres") != "t":
+        assert time.monotonic() < deadline, f"pg2 did not replay pg1's WAL up to {position} in 120 s"
+        time.sleep(2)
+    events = {name: psql(lab, name, EVENTS_SUM) for name in ("pg1", "pg2")}
+    assert events["pg1"] == events["pg2"] and events["pg1"].startswith(f"{EVENTS} "), events
+    for name in ("pg1", "pg2"):
+        present = set(psql(lab, name, PG_INTACT).split())
+        missing = [i for i in acked if i not in present]
+        assert not missing, f"{name} lost acknowledged writes: {missing[:20]}"
+    psql(lab, "pg1", "DROP TABLE t")
 
 
 def test_a_second_roll_changes_nothing(converged):
     result, report = roll(converged, ROLLED)
     assert result.rc == 0, result.stdout[-6000:]
     assert [h["changed"] for h in report["hosts"]] == [0, 0, 0, 0], report
+    assert "rewrite" not in report and "rewrite (" not in result.stdout, result.stdout[-3000:]
 
 
 def test_a_failing_gate_stops_the_roll_at_that_host(converged):
