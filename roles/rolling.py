@@ -91,7 +91,9 @@ def replica_command(engine: str) -> str:
         return "mariadb -E -e 'SHOW SLAVE STATUS'"
     return (
         f"{PSQL} \"SELECT coalesce((SELECT status FROM pg_stat_wal_receiver), 'none'), "
-        'pg_is_in_recovery(), pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()" -F " "'
+        # >=, not =: a restarted standby streams from the start of its last segment, so what it
+        # received stays behind what it replayed (from its own pg_wal) until the primary writes.
+        'pg_is_in_recovery(), pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()" -F " "'
     )
 
 

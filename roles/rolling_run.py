@@ -258,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="./dbzfs roll", description=__doc__.split("\n\n")[1])
     p.add_argument("inventory")
     p.add_argument(
-        "--dry", action="store_true", help="each host's changes in the roll's order; nothing changed"
+        "--dry",
+        action="store_true",
+        help="each host's changes and rewrites in the roll's order; nothing changed",
     )
     p.add_argument("--hosts", help="only these hosts (comma-separated), in the roll's order")
     p.add_argument("--max-lag", type=int, default=30, help="seconds a MariaDB replica may be behind (30)")

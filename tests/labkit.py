@@ -145,12 +145,13 @@ class Lab:
             log(summary if summary.startswith("==>") else f"==> no converge profile (rc {result.rc})")
         return result
 
-    def pyinfra_killed(self, after, deploy="deploy.py", timeout=1800):
+    def pyinfra_killed(self, after, deploy="deploy.py", timeout=1800, args=()):
         """pyinfra -y INVENTORY DEPLOY, its process SIGKILLed `after` seconds into the operations
         (counted from pyinfra's "Beginning operation run"): no cleanup, its ssh connections
         dropped, as a lost laptop or a killed CI job leaves a converge. Returns an Interrupted:
-        the operation that was running (None if pyinfra ended first) and the output so far."""
-        argv = [str(control.PYINFRA), "-y", str(self.inventory), deploy]
+        the operation that was running (None if pyinfra ended first) and the output so far.
+        `args`: more pyinfra arguments (e.g. --limit HOST)."""
+        argv = [str(control.PYINFRA), "-y", str(self.inventory), *args, deploy]
         proc = subprocess.Popen(
             argv,
             cwd=REPO,

@@ -9,14 +9,16 @@ rewritten on each node, pg2 then pg1, while a client writes) and the slow query 
 nothing; the roll converges host by host with every gate passing, every acknowledged row and every
 event is on both nodes after, and the report shows compressratio before and after; a second roll
 changes nothing; a gate that fails (db2's replication stopped on purpose, the roll
-limited to db1) stops the roll at that host and leaves the others as they are; rolled back to
-inventories/lab.py, which test_idempotence then finds converged.
+limited to db1) stops the roll at that host and leaves the others as they are; pg2's rewrite back
+to lz4 killed at a random moment, then the roll back to inventories/lab.py finishes it (the events
+whole on both nodes, nothing of the rewrite left), which test_idempotence then finds converged.
 
 `./dbzfs test-long` only: four rolls of four hosts (a converge and the gates per host) cost more
 than CI's budget holds.
 """
 
 import json
+import random
 import subprocess
 import time
 
@@ -25,6 +27,7 @@ import pytest
 from lab import control, vm as vmmod
 from lab.definition import REPO, STATE
 
+from tests import labkit
 from tests.e2e.test_switchover import (
     PG_INTACT,
     PG_STOP_WRITER,
@@ -41,6 +44,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.long]
 ROLLED = str(REPO / "tests" / "e2e" / "inventories" / "rolled.py")
 LAB = str(control.INVENTORY)
 ORDER = ["db2", "db1", "pg2", "pg1"]
+REWRITE = "runbooks/rewrite_compression.py"
+DATASETS = ["dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"]
 EVENTS = 200_000
 EVENTS_SUM = (
     "SELECT count(*) || ' ' || md5(string_agg(e::text, ',' ORDER BY user_id, event_id)) FROM events e"
@@ -90,17 +95,11 @@ def test_dry_shows_the_order_and_changes_nothing(converged, timings):
     assert rewrites == {
         "db2": [],
         "db1": [],
-        "pg2": ["dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"],
-        "pg1": ["dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"],
+        "pg2": DATASETS,
+        "pg1": DATASETS,
     }, rewrites
     assert compression(converged, "pg1") == "lz4"
     assert sql(converged, "db1", "SELECT @@innodb_log_buffer_size") != str(48 * 1024 * 1024)
-    # Back to lz4: the events rewritten once more, on both nodes.
-    blocks = "zfs get -H -o value dbzfs:blocks-compression dbpool/datastore/postgresql"
-    assert [converged.check(n, blocks).strip() for n in ("pg1", "pg2")] == ["lz4", "lz4"]
-    events = {name: psql(converged, name, EVENTS_SUM) for name in ("pg1", "pg2")}
-    assert events["pg1"] == events["pg2"] and events["pg1"].startswith(f"{EVENTS} "), events
-    psql(converged, "pg1", "DROP TABLE events")
 
 
 def test_roll_converges_host_by_host_through_the_gates(converged, timings):
@@ -193,6 +192,12 @@ def test_a_failing_gate_stops_the_roll_at_that_host(converged):
 
 
 def test_rolled_back_to_the_lab_inventory(converged, timings):
+    # pg2's rewrite back to lz4 cut at a random moment (pyinfra SIGKILLed): the roll finishes it.
+    converged.pyinfra("--limit", "pg2").check()  # lz4 for new blocks: the rewrite's pre-check
+    at = round(random.uniform(3.0, 40.0), 1)
+    cut = converged.pyinfra_killed(after=at, deploy=REWRITE, args=("--limit", "pg2"))
+    labkit.log(f"==> pg2's rewrite to lz4 killed {at} s into its operations, during: {cut.operation}")
+    converged.wait_for_leftovers()
     t0 = time.monotonic()
     result, report = roll(converged, LAB)
     timings["roll back (4 hosts)"] = time.monotonic() - t0
@@ -200,3 +205,12 @@ def test_rolled_back_to_the_lab_inventory(converged, timings):
     assert report["stopped"] is None
     assert compression(converged, "pg1") == "lz4"
     assert sql(converged, "db1", "SELECT @@innodb_log_buffer_size") != str(48 * 1024 * 1024)
+    # Back to lz4: the events rewritten once more, on both nodes.
+    blocks = "zfs get -H -o value dbzfs:blocks-compression dbpool/datastore/postgresql"
+    assert [converged.check(n, blocks).strip() for n in ("pg1", "pg2")] == ["lz4", "lz4"]
+    events = {name: psql(converged, name, EVENTS_SUM) for name in ("pg1", "pg2")}
+    assert events["pg1"] == events["pg2"] and events["pg1"].startswith(f"{EVENTS} "), events
+    for name in ("pg1", "pg2"):
+        left = converged.check(name, "zfs list -H -o name -t all -r dbpool/datastore").split()
+        assert left == ["dbpool/datastore", *DATASETS], (name, left)
+    psql(converged, "pg1", "DROP TABLE events")
