@@ -13,6 +13,12 @@ primary = None  # replicas: the inventory name of the primary they follow
 cluster = None  # replication group name; None: the engine's name (one group per engine)
 server_id = None  # MariaDB: unique within a replication group, 1..4294967295
 replication_address = None  # this host's address on the replication network
+# `./dbzfs roll`: how a group's primary is converged once its replicas are. "switchover": moved to
+# a converged replica (runbooks/switchover.py), converged as that replica's replica, then moved
+# back (writes refused for a switchover's seconds, twice); "in_place": converged where it is (a
+# restart or a compression rewrite stops its server for as long as that takes). Set it on the
+# primary; a group without replicas is converged in place.
+roll_primary = "switchover"
 
 # Hardware the host is expected to have: {"ram_bytes": int, "cpus": int}. Offline commands
 # (validate, render) size settings from it; the deploy sizes from the live host's facts.

@@ -114,6 +114,7 @@ class HostConfig:
     wipe_drives: list = field(default_factory=list)
     pool: PoolSpec | None = None
     capacity_threshold: int = 80
+    roll_primary: str = "switchover"  # `./dbzfs roll`: "switchover" or "in_place"
     zed_email: str = ""  # ZED's notices by mail; "" sends none
     compression: str = "lz4"
     datasets: dict = field(default_factory=dict)  # relative name -> properties, parent first
@@ -178,6 +179,7 @@ class HostConfig:
             wipe_drives=list(_get(data, "wipe_drives")),
             pool=pool,
             capacity_threshold=_get(data, "zfs_capacity_threshold"),
+            roll_primary=_get(data, "roll_primary"),
             zed_email=_get(data, "zed_email"),
             compression=_get(data, "zfs_compression"),
             datasets=datasets,

@@ -1,6 +1,12 @@
 """A rolling converge, planned and judged: deploy.py one host at a time, each replication group's
 replicas before its primary, and health gates between hosts (roles/rolling_run.py runs it).
 
+A primary (roll_primary = "switchover", the default, in a group with replicas) is not converged
+where it is: once its replicas are, it is switched over to one of them (runbooks/switchover.py),
+converged as that replica's replica, with the inventory its roles then have (`swapped_hosts`,
+`swapped_inventory_text`), and switched back, so the fleet ends as the inventory says. Its writes
+are refused for the two switchovers' seconds instead of for its restart or its compression rewrite.
+
 Pure: the plan from the inventory's data, the commands each gate runs on a host and the verdict
 from their output. A gate's verdict is (passed, detail); the runner retries a failing gate until
 its timeout, then stops the roll at that host.
@@ -37,6 +43,8 @@ class Step:
     cluster: str
     role: str
     primary: str | None  # a replica's primary
+    # A primary rolled through a switchover: the replica it moves to while it is converged.
+    switch_to: str | None = None
 
     @property
     def group(self) -> str:
@@ -57,13 +65,89 @@ def plan(hosts: Mapping[str, Mapping], only: set[str] | None = None) -> list[Ste
         groups.setdefault((c.engine, c.cluster), []).append(c)
     steps = []
     for members in groups.values():
-        ordered = [m for m in members if m.role == "replica"] + [m for m in members if m.role != "replica"]
+        replicas = [m for m in members if m.role == "replica"]
+        ordered = replicas + [m for m in members if m.role != "replica"]
         for m in ordered:
             if only is None or m.name in only:
+                switch_to = None
+                if m.role == "primary" and m.roll_primary == "switchover":
+                    switch_to = switchover_target(m.name, replicas, only)
                 steps.append(
-                    Step(m.name, m.engine, m.cluster, m.role, m.primary if m.role == "replica" else None)
+                    Step(
+                        m.name,
+                        m.engine,
+                        m.cluster,
+                        m.role,
+                        m.primary if m.role == "replica" else None,
+                        switch_to,
+                    )
                 )
     return steps
+
+
+def switchover_target(primary: str, replicas: Sequence[HostConfig], only: set[str] | None) -> str | None:
+    """The replica a primary moves to while it is converged: its first replica this roll
+    converges before it, else its first replica (--hosts left them all out); None without one."""
+    own = [r.name for r in replicas if r.primary == primary]
+    rolled = [name for name in own if only is None or name in only]
+    return (rolled or own or [None])[0]
+
+
+def swapped_hosts(hosts: Mapping[str, Mapping], primary: str, new_primary: str) -> dict[str, dict]:
+    """The inventory's host data while `new_primary` is the primary of `primary`'s group: its
+    members with their roles after runbooks/switchover.py (roles.switchover.new_roles), every
+    other host as it is."""
+    members = {primary} | set(replicas_of(hosts, primary))
+    out = {}
+    for name, data in hosts.items():
+        data = dict(data)
+        if name == new_primary:
+            data.update(role="primary", primary=None)
+        elif name in members:
+            data.update(role="replica", primary=new_primary)
+        out[name] = data
+    return out
+
+
+def swapped_inventory_text(inventory: str, primary: str, new_primary: str, members: Sequence[str]) -> str:
+    """A pyinfra inventory file: `inventory` (an absolute path) with the roles `swapped_hosts`
+    gives, written where the roll keeps its state while the primary is switched over."""
+    roles = {name: ("primary", None) if name == new_primary else ("replica", new_primary) for name in members}
+    return f'''"""Written by roles/rolling_run.py: {inventory} while {new_primary} stands in for
+{primary} as the primary (runbooks/switchover.py), {primary} converged as its replica."""
+
+import runpy
+
+_ORIGINAL = runpy.run_path({inventory!r})
+_ROLES = {roles!r}
+
+
+def _host(host):
+    if isinstance(host, tuple) and len(host) == 2 and host[0] in _ROLES:
+        role, primary = _ROLES[host[0]]
+        return (host[0], {{**host[1], "role": role, "primary": primary}})
+    return host
+
+
+def _group(value):
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
+        return ([_host(h) for h in value[0]], value[1])
+    return [_host(h) for h in value]
+
+
+for _name, _value in _ORIGINAL.items():
+    if not _name.startswith("_") and isinstance(_value, (list, tuple)):
+        globals()[_name] = _group(_value)
+'''
+
+
+REFUSED = re.compile(r"writes were refused for ([0-9.]+) s")
+
+
+def refused_seconds(output: str) -> float | None:
+    """How long runbooks/switchover.py's report says writes were refused."""
+    found = REFUSED.findall(ANSI.sub("", output))
+    return float(found[-1]) if found else None
 
 
 def replicas_of(steps_or_hosts: Mapping[str, Mapping], primary: str) -> list[str]:

@@ -1,15 +1,19 @@
 """`./dbzfs roll INVENTORY [--dry] [--hosts A,B] [--max-lag S] [--gate-timeout S] [--report FILE]`
 
-deploy.py one host at a time (roles/rolling.py's plan: each group's replicas, then its primary,
-converged in place), then runbooks/rewrite_compression.py where the host's datasets hold blocks of
-another compression than the data declares (Heap's lz4 -> zstd: ZFS compresses a block only when it
-writes it), with health gates after each host. The roll stops at the first host whose
-converge fails or whose gate does not pass within --gate-timeout, says which gate and why, and
-leaves the hosts after it untouched. `--dry` runs `pyinfra --dry --diff` host by host in the same
-order: each host's changes and the datasets it would rewrite, no gates, nothing changed. The report
-(one line per host: converged or not, the changes, each gate's verdict and seconds; per host and for
-the fleet, the rewrite's physical and logical size and compressratio before and after, and its time)
-is printed and written as JSON (--report).
+deploy.py one host at a time (roles/rolling.py's plan: each group's replicas, then its primary),
+then runbooks/rewrite_compression.py where the host's datasets hold blocks of another compression
+than the data declares (Heap's lz4 -> zstd: ZFS compresses a block only when it writes it), with
+health gates after each host. A primary (roll_primary = "switchover", the default) is first
+switched over to a replica the roll converged (runbooks/switchover.py, once the replication gate
+passes), converged and rewritten as that replica's replica, gated, and switched back; with
+"in_place" it is converged where it is. The roll stops at the first host whose converge,
+switchover or gate fails, says which and why, and leaves the hosts after it untouched. `--dry`
+runs `pyinfra --dry --diff` host by host in the same order: each host's changes, the datasets it
+would rewrite, and for a primary the switchover runbook's own --dry (its pre-checks); no gates,
+nothing changed. The report (one line per host: the changes, each gate's verdict and seconds, a
+primary's switchovers and how long writes were refused; per host and for the fleet, the
+rewrite's physical and logical size and compressratio before and after, and its time) is printed
+and written as JSON (--report).
 
 The inventory is validated first (as `./dbzfs deploy` does): bad data stops the roll before any
 host is touched. Connections: the inventory's own ssh data (roles.rolling.ssh_config_text), for
@@ -24,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from roles import rolling
@@ -33,6 +38,7 @@ from roles.validation import REPO_ROOT, load_inventory_isolated
 PYTHON = Path(sys.executable)
 PYINFRA = PYTHON.parent / "pyinfra"
 REWRITE = "runbooks/rewrite_compression.py"
+SWITCHOVER = "runbooks/switchover.py"
 
 
 def log(msg: str) -> None:
@@ -49,6 +55,21 @@ def converge(inventory: str, host: str, dry: bool, deploy: str = "deploy.py") ->
     output = result.stdout + result.stderr
     changed = len(rolling.changes_proposed(output)) if dry else rolling.changes_made(output)
     return result.returncode, output, changed
+
+
+def switchover(
+    inventory: str, members: list[str], new_primary: str, max_lag: int, dry: bool
+) -> tuple[int, str, float | None]:
+    """runbooks/switchover.py on the replication group's hosts: exit code, output, and the
+    seconds writes were refused (its report)."""
+    argv = [str(PYINFRA), inventory, SWITCHOVER, "--data", f"new_primary={new_primary}"]
+    argv += ["--data", f"max_lag={max_lag}"]
+    for name in members:
+        argv += ["--limit", name]
+    argv += ["--dry"] if dry else ["-y"]
+    result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True)
+    output = result.stdout + result.stderr
+    return result.returncode, output, rolling.refused_seconds(output)
 
 
 class Gates:
@@ -129,17 +150,25 @@ class Gates:
             time.sleep(5)
 
 
+def pending_rewrite(gates: Gates, step: rolling.Step) -> tuple[dict, dict, list[str]]:
+    """The host's datasets and the compression the data declares for each, their sizes and the
+    compression their blocks carry, and those whose blocks carry another."""
+    cfg = HostConfig.from_data(step.host, gates.hosts[step.host])
+    if cfg.pool is None:
+        return {}, {}, []
+    wanted = {cfg.dataset_name(r): cfg.compression_of(r) for r in cfg.child_datasets}
+    rc, out = gates.run(step.host, rolling.sizes_command(list(wanted)))
+    before = rolling.parse_sizes(out if rc == 0 else "")
+    return wanted, before, rolling.needs_rewrite(before, wanted)
+
+
 def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: dict) -> str | None:
     """The compression rewrite of the host's datasets (runbooks/rewrite_compression.py) when their
     blocks carry another compression than the data declares, with its before/after figures in
     entry["rewrite"]. With --dry: which datasets it would rewrite. A message when it failed."""
-    cfg = HostConfig.from_data(step.host, gates.hosts[step.host])
-    if cfg.pool is None:
+    wanted, before, pending = pending_rewrite(gates, step)
+    if not wanted:
         return None
-    wanted = {cfg.dataset_name(r): cfg.compression_of(r) for r in cfg.child_datasets}
-    rc, out = gates.run(step.host, rolling.sizes_command(list(wanted)))
-    before = rolling.parse_sizes(out if rc == 0 else "")
-    pending = rolling.needs_rewrite(before, wanted)
     if args.dry:
         for d in pending:
             size = rolling.mib(int(before[d].get("used", 0)))
@@ -147,7 +176,7 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
         entry["rewrite"] = {"datasets": pending}
         return None
     t0 = time.monotonic()
-    rc, output, changed = converge(args.inventory, step.host, False, deploy=REWRITE)
+    rc, output, changed = converge(gates.inventory, step.host, False, deploy=REWRITE)
     took = time.monotonic() - t0
     if rc != 0:
         print(output, end="" if output.endswith("\n") else "\n")
@@ -159,6 +188,95 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
     entry["rewrite"] = {**rolling.rewrite_report(before, after, pending or list(wanted)), "s": round(took, 1)}
     log(f"    rewrite ({took:.0f} s): {rolling.rewrite_line(entry['rewrite'])}")
     return None
+
+
+def wait_for_gates(gates: Gates, step: rolling.Step, entry: dict, names: tuple[str, ...]) -> str | None:
+    """The gates in order, each until it passes or times out; a message at the first that fails."""
+    for gate in names:
+        ok, detail, took = gates.wait(gate, step)
+        entry[gate] = {"passed": ok, "detail": detail, "s": round(took, 1)}
+        log(f"    gate {gate}: {'passed' if ok else 'FAILED'} ({took:.0f} s): {detail}")
+        if not ok:
+            return f"{step.host}: gate {gate} did not pass within {gates.timeout} s: {detail}"
+    return None
+
+
+def converge_and_gate(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: dict) -> str | None:
+    """deploy.py on the host (with the gates' inventory), its compression rewrite, its gates."""
+    t0 = time.monotonic()
+    rc, output, changed = converge(gates.inventory, step.host, args.dry)
+    entry.update(converge_s=round(time.monotonic() - t0, 1), changed=changed, rc=rc)
+    if args.dry or rc != 0:
+        print(output, end="" if output.endswith("\n") else "\n")
+    if rc != 0:
+        return f"{step.host}: the converge failed (pyinfra exit {rc}, its output above)"
+    log(f"    {changed if changed is not None else '?'} change(s) in {entry['converge_s']:.0f} s")
+    stopped = rewrite(args, gates, step, entry)
+    if stopped or args.dry:
+        return stopped
+    return wait_for_gates(gates, step, entry["gates"], rolling.GATES)
+
+
+def via_switchover(
+    args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: dict, tmp: Path
+) -> str | None:
+    """A primary rolled through a switchover: its replicas caught up, switched over to
+    step.switch_to, converged (and rewritten) as its replica with the inventory the fleet then
+    has, gated, switched back, and its replication gated again."""
+    target = step.switch_to
+    members = [step.host, *rolling.replicas_of(gates.hosts, step.host)]
+    entry["switchover"] = {"to": target}
+    if args.dry:
+        rc, output, _ = switchover(args.inventory, members, target, args.max_lag, dry=True)
+        print(output, end="" if output.endswith("\n") else "\n")
+        if rc != 0:
+            return f"{step.host}: the switchover to {target} would be refused (its output above)"
+        log(f"    switchover to {target}: its pre-checks pass; {step.host}'s changes as a primary:")
+        return converge_and_gate(args, gates, step, entry)
+    # A primary with nothing to change stays where it is: no switchover, no refused writes.
+    t0 = time.monotonic()
+    rc, output, changed = converge(args.inventory, step.host, True)
+    if rc == 0 and changed == 0 and not pending_rewrite(gates, step)[2]:
+        entry.update(converge_s=round(time.monotonic() - t0, 1), changed=0, rc=0)
+        log(f"    nothing to change (--dry: 0 changes, no rewrite): {step.host} stays the primary")
+        return None
+    stopped = wait_for_gates(gates, step, entry["switchover"], ("replication",))
+    if stopped:
+        return f"{stopped} (before the switchover to {target})"
+    t0 = time.monotonic()
+    rc, output, refused = switchover(args.inventory, members, target, args.max_lag, dry=False)
+    entry["switchover"].update(s=round(time.monotonic() - t0, 1), refused_s=refused, rc=rc)
+    if rc != 0:
+        print(output, end="" if output.endswith("\n") else "\n")
+        return f"{step.host}: the switchover to {target} failed (pyinfra exit {rc}, its output above)"
+    log(f"    switched over to {target} in {entry['switchover']['s']:.0f} s (writes refused {refused} s)")
+
+    # The fleet as it now is: the same inventory with the group's roles swapped, kept where the
+    # operator can use it should the roll stop before the switch back.
+    swapped = rolling.swapped_hosts(gates.hosts, step.host, target)
+    switched = tmp / f"{step.host}-switched-to-{target}.py"
+    switched.write_text(
+        rolling.swapped_inventory_text(str(Path(args.inventory).resolve()), step.host, target, members)
+    )
+    as_replica = Gates(str(switched), swapped, gates.ssh_config, gates.max_lag, gates.timeout)
+    stopped = converge_and_gate(args, as_replica, replace(step, role="replica", primary=target), entry)
+    if stopped:
+        kept = Path(tempfile.mkdtemp(prefix="dbzfs-roll-")) / switched.name
+        kept.write_text(switched.read_text())
+        return (
+            f"{stopped}; {target} is the primary now, {step.host} its replica: {kept} is the "
+            f"inventory as the fleet is (switch back: pyinfra {kept} {SWITCHOVER} --data "
+            f"new_primary={step.host})"
+        )
+
+    t0 = time.monotonic()
+    rc, output, refused = switchover(str(switched), members, step.host, args.max_lag, dry=False)
+    back = entry["switch_back"] = {"s": round(time.monotonic() - t0, 1), "refused_s": refused, "rc": rc}
+    if rc != 0:
+        print(output, end="" if output.endswith("\n") else "\n")
+        return f"{step.host}: the switch back from {target} failed (pyinfra exit {rc}, its output above)"
+    log(f"    switched back from {target} in {back['s']:.0f} s (writes refused {refused} s)")
+    return wait_for_gates(gates, step, back, ("server", "replication"))
 
 
 def roll(args: argparse.Namespace) -> int:
@@ -184,28 +302,13 @@ def roll(args: argparse.Namespace) -> int:
         for i, step in enumerate(steps, 1):
             entry: dict = {"host": step.host, "group": step.group, "role": step.role, "gates": {}}
             report.append(entry)
-            log(f"==> [{i}/{len(steps)}] {step.host} ({step.group} {step.role}): converge")
-            t0 = time.monotonic()
-            rc, output, changed = converge(args.inventory, step.host, args.dry)
-            entry.update(converge_s=round(time.monotonic() - t0, 1), changed=changed, rc=rc)
-            if args.dry or rc != 0:
-                print(output, end="" if output.endswith("\n") else "\n")
-            if rc != 0:
-                stopped = f"{step.host}: the converge failed (pyinfra exit {rc}, its output above)"
-                break
-            log(f"    {changed if changed is not None else '?'} change(s) in {entry['converge_s']:.0f} s")
-            stopped = rewrite(args, gates, step, entry)
-            if stopped:
-                break
-            if args.dry:
-                continue
-            for gate in rolling.GATES:
-                ok, detail, took = gates.wait(gate, step)
-                entry["gates"][gate] = {"passed": ok, "detail": detail, "s": round(took, 1)}
-                log(f"    gate {gate}: {'passed' if ok else 'FAILED'} ({took:.0f} s): {detail}")
-                if not ok:
-                    stopped = f"{step.host}: gate {gate} did not pass within {args.gate_timeout} s: {detail}"
-                    break
+            if step.switch_to:
+                how = f"switchover to {step.switch_to}, converge, switch back"
+                log(f"==> [{i}/{len(steps)}] {step.host} ({step.group} {step.role}): {how}")
+                stopped = via_switchover(args, gates, step, entry, Path(tmp))
+            else:
+                log(f"==> [{i}/{len(steps)}] {step.host} ({step.group} {step.role}): converge")
+                stopped = converge_and_gate(args, gates, step, entry)
             if stopped:
                 break
     untouched = [s.host for s in steps[len(report) :]]
@@ -237,9 +340,16 @@ def roll(args: argparse.Namespace) -> int:
         )
         log(
             f"    {entry['host']:<10} {entry['group']:<22} {entry['role']:<8} "
-            f"changes {entry['changed']}, converge {entry['converge_s']:.0f} s"
+            f"changes {entry.get('changed')}, converge {entry.get('converge_s', 0):.0f} s"
             + (f"; {gates_line}" if gates_line else "")
         )
+    for entry in report:
+        there, back = entry.get("switchover", {}), entry.get("switch_back", {})
+        if "s" in there:
+            line = f"switchover to {there['to']} {there['s']:.0f} s (writes refused {there['refused_s']} s)"
+            if back:
+                line += f", back {back['s']:.0f} s (writes refused {back['refused_s']} s)"
+            log(f"    {entry['host']:<10} {line}")
     for entry in report:
         if "before" in entry.get("rewrite", {}):
             took = entry["rewrite"]["s"]

@@ -115,6 +115,7 @@ MOUNTPOINT_RE = re.compile(r"^(/[A-Za-z0-9_.@+:-]+)+$")
 POOL_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
 POOL_RESERVED_PREFIXES = ("mirror", "raidz", "draid", "spare", "log", "cache", "special", "dedup")
 DATASET_ROLES = ("parent", "data", "log")
+ROLL_PRIMARY = ("switchover", "in_place")  # `./dbzfs roll` (group_data/all.py)
 # Keys group_data/all.py once documented and nothing reads any more: setting one is a mistake.
 RETIRED_KEYS = {
     "db_port": "nothing reads it: the servers listen on their default port (MariaDB 3306, "
@@ -136,6 +137,7 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
     "cluster": (_STR, True, 'a replication group name, e.g. "boulder"'),
     "server_id": (_INT, True, "1 (unique within the replication group)"),
     "replication_address": (_STR, True, '"10.20.0.11"'),
+    "roll_primary": (_STR, False, '"switchover" or "in_place"'),
     "hardware": (_MAP, True, '{"ram_bytes": 4 * 1024**3, "cpus": 2}'),
     "workload": (_STR, False, '"oltp" or "analytics"'),
     "drives": (_LIST, False, '["/dev/disk/by-id/nvme-...", ...]'),
@@ -363,6 +365,7 @@ class _Checker:
             self.datasets(cfg)
             self.module_params(cfg)
             self.zfs_install(cfg)
+            self.roll_primary(cfg)
             self.monitoring(cfg)
             self.database(cfg)
         self.fleet_drives()
@@ -1109,6 +1112,16 @@ class _Checker:
             self.add(c.name, where, value, "unknown compression", "lz4 or zstd[-N]")
         elif prop in CHOICES and str(value) not in CHOICES[prop]:
             self.add(c.name, where, value, f"invalid value for {prop}", f"use one of {list(CHOICES[prop])}")
+
+    def roll_primary(self, c: HostConfig) -> None:
+        if self.ok(c, "roll_primary") and c.roll_primary not in ROLL_PRIMARY:
+            self.add(
+                c.name,
+                "roll_primary",
+                c.roll_primary,
+                "not a way to roll a primary",
+                '"switchover" (moved to a converged replica and back) or "in_place"',
+            )
 
     def zfs_install(self, c: HostConfig) -> None:
         if not self.ok(c, "zfs_install", "zfs_module_repository"):

@@ -5,13 +5,15 @@ One change per engine (tests/e2e/inventories/rolled.py): MariaDB's redo log buff
 start, so each server restarts and its replica must reconnect before the roll goes on; PostgreSQL's
 compression lz4 -> zstd (Heap's migration: 200,000 analytics events from bench/datagen.py are
 rewritten on each node, pg2 then pg1, while a client writes) and the slow query log (a reload).
-`--dry` shows the order, each host's changes and the datasets it would rewrite, and changes
-nothing; the roll converges host by host with every gate passing, every acknowledged row and every
-event is on both nodes after, and the report shows compressratio before and after; a second roll
-changes nothing; a gate that fails (db2's replication stopped on purpose, the roll
-limited to db1) stops the roll at that host and leaves the others as they are; pg2's rewrite back
-to lz4 killed at a random moment, then the roll back to inventories/lab.py finishes it (the events
-whole on both nodes, nothing of the rewrite left), which test_idempotence then finds converged.
+`--dry` shows the order, each host's changes, the datasets it would rewrite and the primaries'
+switchover pre-checks, and changes nothing; the roll converges host by host with every gate
+passing, each primary switched over to its replica, converged (and rewritten) as its replica and
+switched back; every acknowledged row and every event is on both nodes after, and the report
+shows compressratio before and after; a second roll changes nothing and switches nothing over; a
+gate that fails (db2's replication stopped on purpose, the roll limited to db1) stops the roll at
+that host, before its switchover, and leaves the others as they are; pg2's rewrite back to lz4
+killed at a random moment, then the roll back to inventories/lab.py finishes it (the events whole
+on both nodes, nothing of the rewrite left), which test_idempotence then finds converged.
 
 `./dbzfs test-long` only: four rolls of four hosts (a converge and the gates per host) cost more
 than CI's budget holds.
@@ -91,6 +93,13 @@ def test_dry_shows_the_order_and_changes_nothing(converged, timings):
     assert [h["host"] for h in report["hosts"]] == ORDER
     assert all(h["changed"] and h["changed"] > 0 for h in report["hosts"]), report
     assert all(not h["gates"] for h in report["hosts"])
+    # The primaries roll through a switchover; --dry ran its runbook's pre-checks.
+    assert {h["host"]: h.get("switchover", {}).get("to") for h in report["hosts"]} == {
+        "db2": None,
+        "db1": "db2",
+        "pg2": None,
+        "pg1": "pg2",
+    }
     rewrites = {h["host"]: h["rewrite"]["datasets"] for h in report["hosts"]}
     assert rewrites == {
         "db2": [],
@@ -134,6 +143,13 @@ def test_roll_converges_host_by_host_through_the_gates(converged, timings):
         ], h
         timings[f"roll: {h['host']} converge"] = h["converge_s"]
         timings[f"roll: {h['host']} gates"] = sum(v["s"] for v in h["gates"].values())
+        if h["role"] == "primary":  # converged as its replica's replica, then switched back
+            there, back = h["switchover"], h["switch_back"]
+            assert there["to"] == {"db1": "db2", "pg1": "pg2"}[h["host"]] and there["replication"]["passed"]
+            assert there["refused_s"] is not None and back["refused_s"] is not None, h
+            assert back["server"]["passed"] and back["replication"]["passed"], h
+            timings[f"roll: {h['host']} switchover, writes refused (runbook)"] = there["refused_s"]
+            timings[f"roll: {h['host']} switch back, writes refused (runbook)"] = back["refused_s"]
     for name in ("db1", "db2"):
         assert sql(converged, name, "SELECT @@innodb_log_buffer_size") == str(48 * 1024 * 1024)
     for name in ("pg1", "pg2"):
@@ -153,7 +169,7 @@ def test_roll_converges_host_by_host_through_the_gates(converged, timings):
     acked = [r[1] for r in pg_acked(lab)]
     stamps = [float(r[-1]) for r in pg_acked(lab)]
     gap = max(b - a for a, b in zip(stamps, stamps[1:], strict=False))
-    timings["roll: longest gap between acknowledged writes (client; pg1 stopped for its rewrite)"] = gap
+    timings["roll: longest gap between acknowledged writes (client; pg1 rewritten as pg2's standby)"] = gap
     position = psql(lab, "pg1", "SELECT pg_current_wal_lsn()", "postgres")
     deadline = time.monotonic() + 120
     while psql(lab, "pg2", f"SELECT pg_last_wal_replay_lsn() >= '{position}'", "postgres") != "t":
@@ -172,6 +188,7 @@ def test_a_second_roll_changes_nothing(converged):
     result, report = roll(converged, ROLLED)
     assert result.rc == 0, result.stdout[-6000:]
     assert [h["changed"] for h in report["hosts"]] == [0, 0, 0, 0], report
+    assert all("s" not in h.get("switchover", {}) for h in report["hosts"]), report  # no switchover
     assert "rewrite" not in report and "rewrite (" not in result.stdout, result.stdout[-3000:]
 
 
@@ -183,8 +200,10 @@ def test_a_failing_gate_stops_the_roll_at_that_host(converged):
         converged.check("db2", "mariadb -e 'START SLAVE'")
     assert result.rc == 1, result.stdout[-6000:]
     [db1] = report["hosts"]
-    assert db1["host"] == "db1" and db1["gates"]["replication"]["passed"] is False
-    assert "db2" in db1["gates"]["replication"]["detail"]
+    # Checked before db1 is switched over to db2: nothing changed on db1.
+    assert db1["host"] == "db1" and db1["switchover"]["replication"]["passed"] is False
+    assert "db2" in db1["switchover"]["replication"]["detail"] and "s" not in db1["switchover"]
+    assert sql(converged, "db1", "SELECT @@innodb_log_buffer_size") == str(48 * 1024 * 1024)
     assert report["untouched"] == ["pg2", "pg1"]
     assert "roll STOPPED at db1: gate replication" in result.stdout
     assert compression(converged, "pg2") == "zstd"  # left as it was

@@ -5,7 +5,8 @@ import functools
 import pytest
 
 from roles import rolling
-from roles.validation import load_inventory_isolated
+from roles.hostdata import HostConfig
+from roles.validation import REPO_ROOT, load_inventory_isolated
 
 
 @functools.cache
@@ -23,6 +24,60 @@ def test_each_group_rolls_its_replicas_before_its_primary():
     ]
     assert steps[0].group == "mariadb" and steps[0].primary == "db1"
     assert steps[1].primary is None
+
+
+def test_a_primary_rolls_through_a_switchover_to_its_replica_by_default():
+    steps = rolling.plan(lab_hosts())
+    assert [(s.host, s.switch_to) for s in steps] == [
+        ("db2", None),
+        ("db1", "db2"),
+        ("pg2", None),
+        ("pg1", "pg2"),
+    ]
+
+
+def test_in_place_primaries_and_groups_without_replicas_roll_where_they_are():
+    hosts = {name: dict(data) for name, data in lab_hosts().items()}
+    hosts["db1"]["roll_primary"] = "in_place"
+    del hosts["pg2"]
+    steps = rolling.plan(hosts)
+    assert [(s.host, s.switch_to) for s in steps] == [("db2", None), ("db1", None), ("pg1", None)]
+
+
+def test_the_switchover_target_is_a_replica_this_roll_converged_first():
+    replicas = [HostConfig.from_data(n, {"role": "replica", "primary": "p"}) for n in ("r1", "r2")]
+    other = HostConfig.from_data("x", {"role": "replica", "primary": "elsewhere"})
+    assert rolling.switchover_target("p", [other, *replicas], None) == "r1"
+    assert rolling.switchover_target("p", replicas, {"r2", "p"}) == "r2"
+    assert rolling.switchover_target("p", replicas, {"p"}) == "r1"  # --hosts left them all out
+    assert rolling.switchover_target("p", [other], None) is None
+
+
+def test_swapped_hosts_are_the_roles_after_the_switchover():
+    swapped = rolling.swapped_hosts(lab_hosts(), "pg1", "pg2")
+    assert (swapped["pg2"]["role"], swapped["pg2"]["primary"]) == ("primary", None)
+    assert (swapped["pg1"]["role"], swapped["pg1"]["primary"]) == ("replica", "pg2")
+    assert swapped["db1"] == lab_hosts()["db1"] and swapped["db2"] == lab_hosts()["db2"]
+    assert swapped["pg1"]["ssh_port"] == lab_hosts()["pg1"]["ssh_port"]
+
+
+def test_the_swapped_inventory_loads_as_pyinfra_loads_it(tmp_path):
+    path = tmp_path / "pg1-switched-to-pg2.py"
+    lab = str(REPO_ROOT / "inventories" / "lab.py")
+    path.write_text(rolling.swapped_inventory_text(lab, "pg1", "pg2", ["pg1", "pg2"]))
+    loaded = load_inventory_isolated(str(path))
+    wanted = rolling.swapped_hosts(lab_hosts(), "pg1", "pg2")
+    assert set(loaded) == set(wanted)
+    keys = ("role", "primary", "engine", "ssh_port", "zfs_compression")
+    for name, data in wanted.items():
+        assert {k: loaded[name].get(k) for k in keys} == {k: data.get(k) for k in keys}, name
+    assert [s.host for s in rolling.plan(loaded)] == ["db2", "db1", "pg1", "pg2"]
+
+
+def test_refused_seconds_from_the_switchover_report():
+    out = "==> switchover done\n    writes were refused for 6.2 s (pg1 shut down until pg2 took writes)\n"
+    assert rolling.refused_seconds(out) == 6.2
+    assert rolling.refused_seconds("nothing") is None
 
 
 def test_hosts_limit_the_roll_and_keep_its_order():
