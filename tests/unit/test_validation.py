@@ -327,6 +327,12 @@ def test_zfs_install_mistakes_name_the_key(fleet, secrets, data, key, message):
     assert message in found[0][2]
 
 
+def test_roll_primary_is_switchover_or_in_place(fleet, secrets):
+    assert prebuilt_problems(fleet, secrets, roll_primary="in_place") == []
+    found = prebuilt_problems(fleet, secrets, roll_primary="restart")
+    assert found == [("db1", "roll_primary", "not a way to roll a primary")]
+
+
 def test_a_repository_without_prebuilt_is_a_mistake(fleet, secrets, tmp_path):
     found = prebuilt_problems(fleet, secrets, zfs_module_repository=repo_data(tmp_path))
     assert found == [("db1", "zfs_module_repository", 'set, but zfs_install is "dkms": nothing would use it')]
