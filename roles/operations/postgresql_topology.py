@@ -195,7 +195,10 @@ def follow(
     + passfile, replication_user: the replication account (password in the passfile)
     """
     wanted = conninfo(primary_address, port, replication_user, passfile, application_name)
+    planning = not state.is_executing
     live = host.get_fact(PostgresqlLiveRole)
+    if planning and live is not None and not live["in_recovery"]:
+        live = None  # --dry: the runbook's earlier step shuts this primary down first
     if live is not None:
         if not live["in_recovery"]:
             raise OperationError(
@@ -216,7 +219,6 @@ def follow(
         yield from _drop_slots(stale_slots)
         return
     control = host.get_fact(PostgresqlControlData, version=version, data_directory=data_directory)
-    planning = not state.is_executing
     if control is None or control["state"] not in ("shut down", "shut down in recovery"):
         if not (planning and control and control["state"] == "in production"):
             found = control["state"] if control else "no cluster"

@@ -309,6 +309,20 @@ def test_follow_is_a_no_op_on_a_standby_of_the_new_primary(executing):
     assert commands == [] and host.noops
 
 
+def test_follow_plans_under_dry_before_the_old_primary_stops(executing):
+    """`--dry` (and the roll's --dry) reads the old primary still running: the plan assumes the
+    runbook's earlier step shut it down."""
+    executing.is_executing = False
+    facts = {
+        PostgresqlLiveRole: {"in_recovery": False, "sender": ""},
+        PostgresqlControlData: RUNNING,
+        PostgresqlReplicationSlots: {},
+    }
+    commands, _, _ = run(pg_ops.follow, facts, **FOLLOW)
+    assert f"{DATA}/standby.signal" in commands[0]
+    assert commands[1] == "systemctl start postgresql@15-main.service"
+
+
 @pytest.mark.parametrize(
     "live, control, match",
     [
