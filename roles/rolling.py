@@ -181,6 +181,59 @@ def replica_command(engine: str) -> str:
     )
 
 
+def lag_command(engine: str, standby: str, slot: str) -> str:
+    """How far a replica is behind while its datasets are rewritten. PostgreSQL, run on its
+    primary: bytes of WAL the standby has not replayed (pg_stat_replication while it streams,
+    else what its slot holds). MariaDB, run on the replica: SHOW SLAVE STATUS."""
+    if engine == "mariadb":
+        return replica_command(engine)
+    for name in (standby, slot):
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ValueError(f"not a host or slot name: {name!r}")
+    return (
+        f'{PSQL} "SELECT coalesce((SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) '
+        f"FROM pg_stat_replication WHERE application_name = '{standby}' LIMIT 1), "
+        "(SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn) FROM pg_replication_slots "
+        f"WHERE slot_name = '{slot}'))::bigint\""
+    )
+
+
+def lag_value(engine: str, rc: int, output: str) -> float | None:
+    """`lag_command`'s answer: bytes (PostgreSQL) or seconds (MariaDB); None when the server
+    did not say (a stopped replica, no slot)."""
+    if rc != 0:
+        return None
+    if engine == "mariadb":
+        for line in output.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Seconds_Behind_Master":
+                return float(value) if value.strip().isdigit() else None
+        return None
+    value = output.strip()
+    return float(value) if re.fullmatch(r"-?\d+", value) else None
+
+
+def lag_summary(engine: str, samples: Sequence[float | None]) -> dict:
+    """The largest lag seen and how many samples the server did not answer (stopped)."""
+    known = [v for v in samples if v is not None]
+    return {
+        "unit": "s" if engine == "mariadb" else "bytes",
+        "max": max(known) if known else None,
+        "samples": len(samples),
+        "unanswered": len(samples) - len(known),
+    }
+
+
+def lag_line(lag: Mapping) -> str:
+    if lag["max"] is None:
+        most = "unknown"
+    elif lag["unit"] == "bytes":
+        most = f"at most {mib(lag['max'])} of WAL behind"
+    else:
+        most = f"at most {lag['max']:.0f} s behind"
+    return f"replication lag during it: {most} ({lag['samples']} samples, {lag['unanswered']} unanswered)"
+
+
 def pool_command(pool: str) -> str:
     return f"zpool list -H -o health,capacity {pool}"
 

@@ -27,12 +27,14 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from roles import rolling
 from roles.hostdata import HostConfig
+from roles.operations.postgresql import slot_name as pg_slot_name
 from roles.validation import REPO_ROOT, load_inventory_isolated
 
 PYTHON = Path(sys.executable)
@@ -150,6 +152,35 @@ class Gates:
             time.sleep(5)
 
 
+class LagSampler(threading.Thread):
+    """The replica's lag every few seconds while its datasets are rewritten (PostgreSQL: asked of
+    its primary, in bytes of WAL; MariaDB: of the replica, in seconds, unanswered while stopped)."""
+
+    def __init__(self, gates: Gates, step: rolling.Step, every: float = 5.0):
+        super().__init__(daemon=True)
+        on = step.host if step.engine == "mariadb" else step.primary or step.host
+        self.command = rolling.lag_command(step.engine, step.host, pg_slot_name(step.host))
+        self.gates, self.on, self.engine, self.every = gates, on, step.engine, every
+        self.samples: list[float | None] = []
+        self.done = threading.Event()
+
+    def sample(self) -> None:
+        try:
+            value = rolling.lag_value(self.engine, *self.gates.run(self.on, self.command))
+        except Exception:  # an ssh error is an unanswered sample, not a failed roll
+            value = None
+        self.samples.append(value)
+
+    def run(self) -> None:
+        self.sample()
+        while not self.done.wait(self.every):
+            self.sample()
+
+    def finish(self) -> None:
+        self.done.set()
+        self.join(timeout=60)
+
+
 def pending_rewrite(gates: Gates, step: rolling.Step) -> tuple[dict, dict, list[str]]:
     """The host's datasets and the compression the data declares for each, their sizes and the
     compression their blocks carry, and those whose blocks carry another."""
@@ -175,8 +206,15 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
             log(f"    rewrite: {d}, blocks {before[d][rolling.BLOCKS_COMPRESSION]} -> {wanted[d]} ({size})")
         entry["rewrite"] = {"datasets": pending}
         return None
+    sampler = LagSampler(gates, step) if step.role == "replica" and pending else None
     t0 = time.monotonic()
-    rc, output, changed = converge(gates.inventory, step.host, False, deploy=REWRITE)
+    if sampler:
+        sampler.start()
+    try:
+        rc, output, changed = converge(gates.inventory, step.host, False, deploy=REWRITE)
+    finally:
+        if sampler:
+            sampler.finish()
     took = time.monotonic() - t0
     if rc != 0:
         print(output, end="" if output.endswith("\n") else "\n")
@@ -187,6 +225,9 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
     after = rolling.parse_sizes(out if rc == 0 else "")
     entry["rewrite"] = {**rolling.rewrite_report(before, after, pending or list(wanted)), "s": round(took, 1)}
     log(f"    rewrite ({took:.0f} s): {rolling.rewrite_line(entry['rewrite'])}")
+    if sampler:
+        entry["rewrite"]["lag"] = rolling.lag_summary(step.engine, sampler.samples)
+        log(f"    {rolling.lag_line(entry['rewrite']['lag'])}; caught up: the replication gate below")
     return None
 
 

@@ -162,6 +162,10 @@ def test_roll_converges_host_by_host_through_the_gates(converged, timings):
             )
         assert rewrite["after"]["compressratio"] > rewrite["before"]["compressratio"], rewrite
         timings[f"rewrite lz4 -> zstd: {name}"] = rewrite["s"]
+        # Rewritten as a standby (pg1 too, switched over): its primary reported the lag throughout.
+        lag = rewrite["lag"]
+        assert lag["unit"] == "bytes" and lag["samples"] >= 2 and lag["max"] is not None, lag
+        timings[f"rewrite: {name}'s lag at most (MiB of WAL)"] = lag["max"] / 1024**2
     print(f"==> lz4 -> zstd, fleet: {report['rewrite']}")
     assert report["rewrite"]["after"]["used"] < report["rewrite"]["before"]["used"], report["rewrite"]
 

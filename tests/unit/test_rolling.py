@@ -205,3 +205,30 @@ def test_a_dry_converge_keeps_pyinfras_change_detection(monkeypatch, dry, wanted
     [argv] = calls
     assert argv[1:5] == ["inventories/lab.py", "deploy.py", "--limit", "db1"]
     assert all(a in argv for a in wanted) and unwanted not in argv
+
+
+def test_lag_during_a_rewrite_postgresql_asks_the_primary_in_bytes():
+    command = rolling.lag_command("postgresql", "pg2", "pg2")
+    assert "application_name = 'pg2'" in command and "slot_name = 'pg2'" in command
+    assert rolling.lag_value("postgresql", 0, "1048576\n") == 1048576
+    assert rolling.lag_value("postgresql", 0, "\n") is None  # no slot, no standby
+    assert rolling.lag_value("postgresql", 2, "could not connect") is None
+    with pytest.raises(ValueError):
+        rolling.lag_command("postgresql", "pg2'; DROP", "pg2")
+
+
+def test_lag_during_a_rewrite_mariadb_asks_the_replica_in_seconds():
+    assert rolling.lag_command("mariadb", "db2", "db2") == rolling.replica_command("mariadb")
+    assert rolling.lag_value("mariadb", 0, "   Seconds_Behind_Master: 7\n") == 7
+    assert rolling.lag_value("mariadb", 0, "   Seconds_Behind_Master: NULL\n") is None
+    assert rolling.lag_value("mariadb", 1, "") is None
+
+
+def test_lag_summary_and_line():
+    lag = rolling.lag_summary("postgresql", [0, 3 * 1024**2, None, None, 1024])
+    assert lag == {"unit": "bytes", "max": 3 * 1024**2, "samples": 5, "unanswered": 2}
+    assert rolling.lag_line(lag) == (
+        "replication lag during it: at most 3.0 MiB of WAL behind (5 samples, 2 unanswered)"
+    )
+    unknown = rolling.lag_summary("mariadb", [None])
+    assert rolling.lag_line(unknown).startswith("replication lag during it: unknown")

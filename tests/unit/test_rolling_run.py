@@ -5,6 +5,7 @@ the roll stops."""
 import argparse
 import functools
 import runpy
+import time
 
 import pytest
 
@@ -124,3 +125,20 @@ def test_a_refused_switchover_stops_the_roll(fakes, tmp_path):
     stopped, _ = run_primary(tmp_path)
     assert stopped == "pg1: the switchover to pg2 failed (pyinfra exit 1, its output above)"
     assert [c[0] for c in calls] == ["gate", "switchover"]
+
+
+def test_the_lag_sampler_asks_the_standbys_primary_until_the_rewrite_ends():
+    asked = []
+
+    class Answers(FakeGates):
+        def run(self, name, command):
+            asked.append(name)
+            return 0, "4096"
+
+    gates = Answers("inventories/lab.py", lab_hosts(), None, 30, 20)
+    step = next(s for s in rolling.plan(lab_hosts()) if s.host == "pg2")
+    sampler = rolling_run.LagSampler(gates, step, every=0.01)
+    sampler.start()
+    time.sleep(0.1)
+    sampler.finish()
+    assert set(asked) == {"pg1"} and len(sampler.samples) >= 2 and set(sampler.samples) == {4096.0}
