@@ -228,7 +228,8 @@ def lag_line(lag: Mapping) -> str:
     if lag["max"] is None:
         most = "unknown"
     elif lag["unit"] == "bytes":
-        most = f"at most {mib(lag['max'])} of WAL behind"
+        size = mib(lag["max"]) if lag["max"] >= 1024**2 else f"{lag['max'] / 1024:.0f} KiB"
+        most = f"at most {size} of WAL behind"
     else:
         most = f"at most {lag['max']:.0f} s behind"
     return f"replication lag during it: {most} ({lag['samples']} samples, {lag['unanswered']} unanswered)"

@@ -230,5 +230,7 @@ def test_lag_summary_and_line():
     assert rolling.lag_line(lag) == (
         "replication lag during it: at most 3.0 MiB of WAL behind (5 samples, 2 unanswered)"
     )
+    small = rolling.lag_summary("postgresql", [0, 24576])
+    assert "at most 24 KiB of WAL behind (2 samples, 0 unanswered)" in rolling.lag_line(small)
     unknown = rolling.lag_summary("mariadb", [None])
     assert rolling.lag_line(unknown).startswith("replication lag during it: unknown")
