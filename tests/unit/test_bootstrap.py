@@ -131,3 +131,19 @@ def test_the_lab_commands_want_the_lab_packages_on_that_machine(tmp_path):
     assert {"qemu-system-x86/bookworm-backports", "qemu-utils/bookworm-backports"} <= set(wanted)
     assert "python3-venv" not in wanted
     assert not apt_calls.exists()
+
+
+def test_dbzfs_sees_a_running_lab_whatever_lab_status_prints_after_it(tmp_path):
+    """`lab status | grep -q` under pipefail read a running lab as stopped: grep quits at the
+    first match and lab status, still writing, dies of the closed pipe."""
+    fake = tmp_path / "py"
+    lines = 'for i in $(seq 20000); do echo "line $i"; done\n'
+    function = subprocess.run(
+        ["sed", "-n", "/^lab_running()/,/^}/p", str(REPO / "dbzfs")], capture_output=True, text=True
+    ).stdout
+    assert function.startswith("lab_running()")
+    script = f"set -euo pipefail\npy={fake}\n{function}\nif lab_running; then echo yes; else echo no; fi\n"
+    for state, seen in (("running (pid 1)", "yes\n"), ("stopped", "no\n")):
+        fake.write_text(f'#!/bin/bash\necho "db1    {state}"\n{lines}')
+        fake.chmod(0o755)
+        assert subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout == seen, state
