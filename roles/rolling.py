@@ -93,26 +93,27 @@ def switchover_target(primary: str, replicas: Sequence[HostConfig], only: set[st
     return (rolled or own or [None])[0]
 
 
+def roles_after(members: Sequence[str], new_primary: str) -> dict[str, dict]:
+    """The group's role data once `new_primary` is its primary (as roles.switchover.new_roles)."""
+    return {
+        name: {"role": "primary", "primary": None}
+        if name == new_primary
+        else {"role": "replica", "primary": new_primary}
+        for name in members
+    }
+
+
 def swapped_hosts(hosts: Mapping[str, Mapping], primary: str, new_primary: str) -> dict[str, dict]:
     """The inventory's host data while `new_primary` is the primary of `primary`'s group: its
-    members with their roles after runbooks/switchover.py (roles.switchover.new_roles), every
-    other host as it is."""
-    members = {primary} | set(replicas_of(hosts, primary))
-    out = {}
-    for name, data in hosts.items():
-        data = dict(data)
-        if name == new_primary:
-            data.update(role="primary", primary=None)
-        elif name in members:
-            data.update(role="replica", primary=new_primary)
-        out[name] = data
-    return out
+    members with `roles_after`, every other host as it is."""
+    roles = roles_after([primary, *replicas_of(hosts, primary)], new_primary)
+    return {name: {**data, **roles.get(name, {})} for name, data in hosts.items()}
 
 
 def swapped_inventory_text(inventory: str, primary: str, new_primary: str, members: Sequence[str]) -> str:
     """A pyinfra inventory file: `inventory` (an absolute path) with the roles `swapped_hosts`
     gives, written where the roll keeps its state while the primary is switched over."""
-    roles = {name: ("primary", None) if name == new_primary else ("replica", new_primary) for name in members}
+    roles = roles_after(members, new_primary)
     return f'''"""Written by roles/rolling_run.py: {inventory} while {new_primary} stands in for
 {primary} as the primary (runbooks/switchover.py), {primary} converged as its replica."""
 
@@ -124,8 +125,7 @@ _ROLES = {roles!r}
 
 def _host(host):
     if isinstance(host, tuple) and len(host) == 2 and host[0] in _ROLES:
-        role, primary = _ROLES[host[0]]
-        return (host[0], {{**host[1], "role": role, "primary": primary}})
+        return (host[0], {{**host[1], **_ROLES[host[0]]}})
     return host
 
 

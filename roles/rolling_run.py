@@ -47,6 +47,11 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
+def show(output: str) -> None:
+    """A pyinfra run's output, as it printed it."""
+    print(output, end="" if output.endswith("\n") else "\n", flush=True)
+
+
 def converge(inventory: str, host: str, dry: bool, deploy: str = "deploy.py") -> tuple[int, str, int | None]:
     """pyinfra -y INVENTORY DEPLOY --limit HOST (or --dry --diff): exit code, output, and the
     operations that changed (with --dry: that would change)."""
@@ -217,7 +222,7 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
             sampler.finish()
     took = time.monotonic() - t0
     if rc != 0:
-        print(output, end="" if output.endswith("\n") else "\n")
+        show(output)
         return f"{step.host}: the compression rewrite failed (pyinfra exit {rc}, its output above)"
     if not pending and not changed:
         return None
@@ -248,7 +253,7 @@ def converge_and_gate(args: argparse.Namespace, gates: Gates, step: rolling.Step
     rc, output, changed = converge(gates.inventory, step.host, args.dry)
     entry.update(converge_s=round(time.monotonic() - t0, 1), changed=changed, rc=rc)
     if args.dry or rc != 0:
-        print(output, end="" if output.endswith("\n") else "\n")
+        show(output)
     if rc != 0:
         return f"{step.host}: the converge failed (pyinfra exit {rc}, its output above)"
     log(f"    {changed if changed is not None else '?'} change(s) in {entry['converge_s']:.0f} s")
@@ -269,7 +274,7 @@ def via_switchover(
     entry["switchover"] = {"to": target}
     if args.dry:
         rc, output, _ = switchover(args.inventory, members, target, args.max_lag, dry=True)
-        print(output, end="" if output.endswith("\n") else "\n")
+        show(output)
         if rc != 0:
             return f"{step.host}: the switchover to {target} would be refused (its output above)"
         log(f"    switchover to {target}: its pre-checks pass; {step.host}'s changes as a primary:")
@@ -288,7 +293,7 @@ def via_switchover(
     rc, output, refused = switchover(args.inventory, members, target, args.max_lag, dry=False)
     entry["switchover"].update(s=round(time.monotonic() - t0, 1), refused_s=refused, rc=rc)
     if rc != 0:
-        print(output, end="" if output.endswith("\n") else "\n")
+        show(output)
         return f"{step.host}: the switchover to {target} failed (pyinfra exit {rc}, its output above)"
     log(f"    switched over to {target} in {entry['switchover']['s']:.0f} s (writes refused {refused} s)")
 
@@ -314,7 +319,7 @@ def via_switchover(
     rc, output, refused = switchover(str(switched), members, step.host, args.max_lag, dry=False)
     back = entry["switch_back"] = {"s": round(time.monotonic() - t0, 1), "refused_s": refused, "rc": rc}
     if rc != 0:
-        print(output, end="" if output.endswith("\n") else "\n")
+        show(output)
         return f"{step.host}: the switch back from {target} failed (pyinfra exit {rc}, its output above)"
     log(f"    switched back from {target} in {back['s']:.0f} s (writes refused {refused} s)")
     return wait_for_gates(gates, step, back, ("server", "replication"))
