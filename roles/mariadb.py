@@ -133,6 +133,11 @@ def accounts(cfg: HostConfig, group: engine.Group) -> None:
             user_host=member.replication_address,
             privileges=mariadb_ops.REPLICATION_PRIVILEGES,
         )
+    mariadb_ops.only_from(
+        name=f"No {repl_user} account for a host outside the group",
+        user=repl_user,
+        user_hosts=[m.replication_address for m in members] if repl_password else [],
+    )
     for db in cfg.databases:
         mysql.database(name=f"Database {db['name']}", database=db["name"], charset="utf8mb4")
     for user in cfg.db_users:

@@ -256,6 +256,24 @@ def no_insecure_accounts() -> Generator[StringCommand, None, None]:
 
 
 @operation()
+def only_from(user: str, user_hosts: Iterable[str]) -> Generator[StringCommand, None, None]:
+    """Drop `user`'s accounts for any host not in user_hosts: a member that left its group, or
+    whose address changed, keeps no way in.
+
+    + user: the account name (e.g. the replication user)
+    + user_hosts: the hosts it may connect from; none drops every account of that name
+    """
+
+    keep = set(user_hosts)
+    users = host.get_fact(MariadbUsers) or {}
+    stale = sorted(h for (u, h) in users if u == user and h not in keep)
+    for user_host in stale:
+        yield run_sql(f"DROP USER {account(user, user_host)}")
+    if not stale:
+        host.noop(f"mariadb has no {user} account for a host outside {sorted(keep)}")
+
+
+@operation()
 def read_only(on: bool) -> Generator[StringCommand, None, None]:
     """
     The live server's ``read_only`` (dynamic: no restart), as the host's role file says.

@@ -86,9 +86,9 @@ MODULE_ORDER = [
     "test_topology.py",
     "test_crash.py",
     "test_switchover.py",
-    "test_rolling.py",
     "test_failover.py",
     "test_idempotence.py",
+    "test_rolling.py",  # CI leaves pg1 and pg2 on zstd: no module after it converges them
     "test_degraded.py",
     "test_safety.py",
 ]

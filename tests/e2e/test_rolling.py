@@ -1,25 +1,29 @@
 """The rolling converge (`./dbzfs roll`, roles/rolling_run.py) on the converged lab: deploy.py one
 host at a time, each group's replicas before its primary, health gates between hosts.
 
-One change per engine (tests/e2e/inventories/rolled.py): MariaDB's redo log buffer, read only at
-start, so each server restarts and its replica must reconnect before the roll goes on; PostgreSQL's
-compression lz4 -> zstd (Heap's migration: 200,000 analytics events from bench/datagen.py are
-rewritten on each node, pg2 then pg1, while a client writes) and the slow query log (a reload).
-`--dry` shows the order, each host's changes, the datasets it would rewrite and the primaries'
-switchover pre-checks, and changes nothing; the roll converges host by host with every gate
-passing, each primary switched over to its replica, converged (and rewritten) as its replica and
-switched back; every acknowledged row and every event is on both nodes after, and the report
-shows compressratio before and after; a second roll changes nothing and switches nothing over; a
-gate that fails (db2's replication stopped on purpose, the roll limited to db1) stops the roll at
-that host, before its switchover, and leaves the others as they are; pg2's rewrite back to lz4
-killed at a random moment, then the roll back to inventories/lab.py finishes it (the events whole
-on both nodes, nothing of the rewrite left), which test_idempotence then finds converged.
+The change (tests/e2e/inventories/rolled.py): PostgreSQL's compression lz4 -> zstd (Heap's
+migration: analytics events from bench/datagen.py are rewritten on each node, pg2 then pg1, while
+a client writes) and the slow query log (a reload); with DBZFS_TEST_LONG=1 (`./dbzfs test-long`)
+also MariaDB's redo log buffer, read only at start, so each server restarts and its replica must
+reconnect before the roll goes on.
 
-`./dbzfs test-long` only: four rolls of four hosts (a converge and the gates per host) cost more
-than CI's budget holds.
+A replica stopped on purpose (pg2) stops a roll of its primary at the primary's replication gate,
+before its switchover, pg1 as it was; `--dry` shows the order, each host's changes, the datasets
+it would rewrite and the primaries' switchover pre-checks, and changes nothing; the roll converges
+host by host with every gate passing, each primary switched over to its replica, converged (and
+rewritten) as its replica and switched back; every acknowledged row and every event is on both
+nodes after, and the report shows compressratio before and after; a second roll changes nothing
+and switches nothing over.
+
+CI rolls the PostgreSQL group (`--hosts pg2,pg1`, 100,000 events) after test_idempotence.py and
+leaves it on zstd: the modules after it (test_degraded.py on db2, test_safety.py re-creating pg2's
+drives) do not converge pg1 or pg2. `./dbzfs test-long` rolls all four hosts (200,000 events),
+then cuts pg2's rewrite back to lz4 at a random moment and rolls back to inventories/lab.py, which
+finishes it (the events whole on both nodes, nothing of the rewrite left).
 """
 
 import json
+import os
 import random
 import subprocess
 import time
@@ -36,19 +40,23 @@ from tests.e2e.test_switchover import (
     PG_WRITER,
     app_pgpass,
     pg_acked,
+    pg_streams,
     pg_wait_for_writes,
     psql,
     sql,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.long]
+pytestmark = [pytest.mark.e2e]
+
+LONG = os.environ.get("DBZFS_TEST_LONG") == "1"
 
 ROLLED = str(REPO / "tests" / "e2e" / "inventories" / "rolled.py")
 LAB = str(control.INVENTORY)
-ORDER = ["db2", "db1", "pg2", "pg1"]
+ORDER = ["db2", "db1", "pg2", "pg1"] if LONG else ["pg2", "pg1"]
+HOSTS = () if LONG else ("--hosts", ",".join(ORDER))  # CI: the PostgreSQL group
 REWRITE = "runbooks/rewrite_compression.py"
 DATASETS = ["dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"]
-EVENTS = 200_000
+EVENTS = labkit.env_number("DBZFS_ROLL_EVENTS", 200_000 if LONG else 100_000, minimum=1)
 EVENTS_SUM = (
     "SELECT count(*) || ' ' || md5(string_agg(e::text, ',' ORDER BY user_id, event_id)) FROM events e"
 )
@@ -84,31 +92,43 @@ def load_events(lab):
     return time.monotonic() - t0
 
 
+def test_a_stopped_replica_stops_the_roll_of_its_primary(converged, timings):
+    timings[f"{EVENTS:,} events loaded on pg1"] = load_events(converged)
+    converged.check("pg2", "systemctl stop postgresql@15-main", timeout=600)
+    try:
+        result, report = roll(converged, ROLLED, "--hosts", "pg1", "--gate-timeout", "20")
+    finally:
+        converged.check("pg2", "systemctl start postgresql@15-main", timeout=600)
+    assert result.rc == 1, result.stdout[-6000:]
+    [pg1] = report["hosts"]
+    # Checked before pg1 is switched over to pg2: nothing changed on pg1.
+    assert pg1["host"] == "pg1" and pg1["switchover"]["replication"]["passed"] is False, pg1
+    assert "pg2" in pg1["switchover"]["replication"]["detail"] and "s" not in pg1["switchover"], pg1
+    assert "roll STOPPED at pg1: gate replication" in result.stdout, result.stdout[-3000:]
+    assert compression(converged, "pg1") == "lz4"
+    assert psql(converged, "pg1", "SHOW log_min_duration_statement") != "250ms"
+    ok, row = pg_streams(converged, "pg2", "pg1", timeout=120)
+    assert ok, f"pg2 does not stream from pg1 again: {row}"
+
+
 def test_dry_shows_the_order_and_changes_nothing(converged, timings):
-    timings["200,000 events loaded on pg1"] = load_events(converged)
     t0 = time.monotonic()
-    result, report = roll(converged, ROLLED, "--dry")
-    timings["roll --dry (4 hosts)"] = time.monotonic() - t0
+    result, report = roll(converged, ROLLED, "--dry", *HOSTS)
+    timings[f"roll --dry ({len(ORDER)} hosts)"] = time.monotonic() - t0
     assert result.rc == 0, result.stdout[-6000:]
     assert [h["host"] for h in report["hosts"]] == ORDER
     assert all(h["changed"] and h["changed"] > 0 for h in report["hosts"]), report
     assert all(not h["gates"] for h in report["hosts"])
     # The primaries roll through a switchover; --dry ran its runbook's pre-checks.
+    targets = {"db2": None, "db1": "db2", "pg2": None, "pg1": "pg2"}
     assert {h["host"]: h.get("switchover", {}).get("to") for h in report["hosts"]} == {
-        "db2": None,
-        "db1": "db2",
-        "pg2": None,
-        "pg1": "pg2",
+        name: targets[name] for name in ORDER
     }
     rewrites = {h["host"]: h["rewrite"]["datasets"] for h in report["hosts"]}
-    assert rewrites == {
-        "db2": [],
-        "db1": [],
-        "pg2": DATASETS,
-        "pg1": DATASETS,
-    }, rewrites
+    assert rewrites == {name: DATASETS if name.startswith("pg") else [] for name in ORDER}, rewrites
     assert compression(converged, "pg1") == "lz4"
-    assert sql(converged, "db1", "SELECT @@innodb_log_buffer_size") != str(48 * 1024 * 1024)
+    if LONG:
+        assert sql(converged, "db1", "SELECT @@innodb_log_buffer_size") != str(48 * 1024 * 1024)
 
 
 def test_roll_converges_host_by_host_through_the_gates(converged, timings):
@@ -125,10 +145,10 @@ def test_roll_converges_host_by_host_through_the_gates(converged, timings):
     pg_wait_for_writes(lab, 5)
     t0 = time.monotonic()
     try:
-        result, report = roll(converged, ROLLED)
+        result, report = roll(converged, ROLLED, *HOSTS)
     finally:
         lab.check("pg1", PG_STOP_WRITER)
-    timings["roll (4 hosts, a restart each for MariaDB, a rewrite each for PostgreSQL)"] = (
+    timings[f"roll ({len(ORDER)} hosts: a rewrite each for PostgreSQL, a restart each for MariaDB)"] = (
         time.monotonic() - t0
     )
     assert result.rc == 0, result.stdout[-6000:]
@@ -150,7 +170,7 @@ def test_roll_converges_host_by_host_through_the_gates(converged, timings):
             assert back["server"]["passed"] and back["replication"]["passed"], h
             timings[f"roll: {h['host']} switchover, writes refused (runbook)"] = there["refused_s"]
             timings[f"roll: {h['host']} switch back, writes refused (runbook)"] = back["refused_s"]
-    for name in ("db1", "db2"):
+    for name in ("db1", "db2") if LONG else ():
         assert sql(converged, name, "SELECT @@innodb_log_buffer_size") == str(48 * 1024 * 1024)
     for name in ("pg1", "pg2"):
         assert compression(converged, name) == "zstd"
@@ -189,30 +209,14 @@ def test_roll_converges_host_by_host_through_the_gates(converged, timings):
 
 
 def test_a_second_roll_changes_nothing(converged):
-    result, report = roll(converged, ROLLED)
+    result, report = roll(converged, ROLLED, *HOSTS)
     assert result.rc == 0, result.stdout[-6000:]
-    assert [h["changed"] for h in report["hosts"]] == [0, 0, 0, 0], report
+    assert [h["changed"] for h in report["hosts"]] == [0] * len(ORDER), report
     assert all("s" not in h.get("switchover", {}) for h in report["hosts"]), report  # no switchover
     assert "rewrite" not in report and "rewrite (" not in result.stdout, result.stdout[-3000:]
 
 
-def test_a_failing_gate_stops_the_roll_at_that_host(converged):
-    converged.check("db2", "mariadb -e 'STOP SLAVE'")
-    try:
-        result, report = roll(converged, LAB, "--hosts", "db1,pg2,pg1", "--gate-timeout", "20")
-    finally:
-        converged.check("db2", "mariadb -e 'START SLAVE'")
-    assert result.rc == 1, result.stdout[-6000:]
-    [db1] = report["hosts"]
-    # Checked before db1 is switched over to db2: nothing changed on db1.
-    assert db1["host"] == "db1" and db1["switchover"]["replication"]["passed"] is False
-    assert "db2" in db1["switchover"]["replication"]["detail"] and "s" not in db1["switchover"]
-    assert sql(converged, "db1", "SELECT @@innodb_log_buffer_size") == str(48 * 1024 * 1024)
-    assert report["untouched"] == ["pg2", "pg1"]
-    assert "roll STOPPED at db1: gate replication" in result.stdout
-    assert compression(converged, "pg2") == "zstd"  # left as it was
-
-
+@pytest.mark.long
 def test_rolled_back_to_the_lab_inventory(converged, timings):
     # pg2's rewrite back to lz4 cut at a random moment (pyinfra SIGKILLed): the roll finishes it.
     converged.pyinfra("--limit", "pg2").check()  # lz4 for new blocks: the rewrite's pre-check

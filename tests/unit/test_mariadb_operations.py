@@ -175,6 +175,24 @@ def test_secure_accounts_no_change():
     assert commands == [] and host.noops
 
 
+def test_accounts_of_hosts_outside_the_group_dropped():
+    facts = users({("replicator", "10.0.0.1"): {}, ("replicator", "10.0.0.3"): {}, ("app", "10.0.0.3"): {}})
+    commands, _, _ = run(ops.only_from, facts, "replicator", ["10.0.0.1", "10.0.0.2"])
+    assert commands == ["mariadb -e 'DROP USER '\"'\"'replicator'\"'\"'@'\"'\"'10.0.0.3'\"'\"''"]
+
+
+def test_no_account_outside_the_group_no_change():
+    facts = users({("replicator", "10.0.0.1"): {}, ("app", "10.0.0.3"): {}})
+    commands, _, host = run(ops.only_from, facts, "replicator", ["10.0.0.1", "10.0.0.2"])
+    assert commands == [] and host.noops
+
+
+def test_no_hosts_drops_every_account_of_that_name():
+    facts = users({("replicator", "10.0.0.1"): {}})
+    commands, _, _ = run(ops.only_from, facts, "replicator", [])
+    assert len(commands) == 1 and "10.0.0.1" in commands[0]
+
+
 # --- replica ----------------------------------------------------------------------------------
 
 
