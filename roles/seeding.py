@@ -64,6 +64,7 @@ from roles.operations import (
 )
 from roles.validation import Problem, format_problems
 from roles.zfs import SERVICE_USERS
+from roles.zfs_properties import BLOCKS_COMPRESSION
 
 PARAMETERS = ("replica", "source", "wipe")
 KEY_HOURS = 48  # the key line's expiry-time: a backstop should the cleanup never run
@@ -658,14 +659,36 @@ def run() -> None:
     private_key, public_key = preflight.once_per_run(
         f"seed key {replica}", lambda: one_time_key(f"{plan.marker}{datetime.now(UTC):%Y%m%dT%H%M%SZ}")
     )
-    steps(cfg, plan, private_key, public_key, found[replica]["state"]["host_key"])
+    blocks = received_blocks_compression(plan, found[plan.source.name]["zfs"])
+    steps(cfg, plan, private_key, public_key, found[replica]["state"]["host_key"], blocks)
 
 
-def steps(cfg: HostConfig, plan: Plan, private_key: HiddenValue, public_key: str, host_key: str) -> None:
+def received_blocks_compression(plan: Plan, source_zfs: dict[str, dict]) -> dict[str, str]:
+    """{replica dataset key: the compression its received blocks carry}: our sends (-c, or -w)
+    keep the source's blocks as they are, so the seed records what the source recorded, and a
+    later change of compression is rewritten on the replica too (roles.compression_rewrite).
+    A source without the record leaves the replica without one."""
+    recorded = {}
+    for d in plan.datasets:
+        value = source_zfs.get(d.source, {}).get(BLOCKS_COMPRESSION, {}).get("value")
+        if value not in (None, "", "-"):
+            recorded[d.relative] = value
+    return recorded
+
+
+def steps(
+    cfg: HostConfig,
+    plan: Plan,
+    private_key: HiddenValue,
+    public_key: str,
+    host_key: str,
+    blocks_compression: dict[str, str] | None = None,
+) -> None:
     r, s, p = plan.replica, plan.source, plan.primary
     is_replica, is_source = cfg.name == r.name, cfg.name == s.name
     not_replica, not_source = f"not the replica ({r.name})", f"not the source ({s.name})"
     lives = [d.live for d in plan.datasets]
+    blocks = blocks_compression or {}
 
     # 1. The replica's server stops.
     engine.step(
@@ -780,7 +803,10 @@ def steps(cfg: HostConfig, plan: Plan, private_key: HiddenValue, public_key: str
             zfs_ops.dataset,
             name=f"Dataset {d.live}",
             dataset_name=d.live,
-            properties=r.datasets[d.relative],
+            properties={
+                **r.datasets[d.relative],
+                **({BLOCKS_COMPRESSION: blocks[d.relative]} if d.relative in blocks else {}),
+            },
         )
     engine.step(is_replica, not_replica, ops.mounted, name=f"Mounted: {', '.join(lives)}", datasets=lives)
     account = SERVICE_USERS[r.engine]

@@ -161,6 +161,18 @@ def test_the_plan_names_every_dataset_and_snapshot(configs):
     assert plan_of(configs, "db2", source="db3", wipe="db2").wipe is True
 
 
+def test_the_seed_records_the_compression_its_received_blocks_carry(configs):
+    # Our sends keep the source's blocks: a later compression change must rewrite them on the
+    # seeded replica too, so it records what the source recorded (absent stays absent).
+    plan = plan_of(configs, "pg2")
+    source = {
+        "dbpool/datastore/postgresql": {"dbzfs:blocks-compression": {"value": "lz4", "source": "local"}},
+        "dbpool/datastore/postgresql-wal": {"dbzfs:blocks-compression": {"value": "-", "source": "-"}},
+    }
+    assert seeding.received_blocks_compression(plan, source) == {"datastore/postgresql": "lz4"}
+    assert seeding.received_blocks_compression(plan, {}) == {}
+
+
 @pytest.mark.parametrize(
     "replica, source, wipe, key, message",
     [
