@@ -78,6 +78,7 @@ def compression(lab, name):
 
 def load_events(lab):
     """bench/datagen.py's analytics events into pg1's application database, flushed."""
+    psql(lab, "pg1", "DROP TABLE IF EXISTS events")  # left by a run cut short on a reused lab
     t0 = time.monotonic()
     generate = subprocess.Popen(
         [str(control.PYTHON), "-m", "bench.datagen", "--model", "events", "--engine", "postgresql"]
@@ -148,9 +149,8 @@ def test_roll_converges_host_by_host_through_the_gates(converged, timings):
         result, report = roll(converged, ROLLED, *HOSTS)
     finally:
         lab.check("pg1", PG_STOP_WRITER)
-    timings[f"roll ({len(ORDER)} hosts: a rewrite each for PostgreSQL, a restart each for MariaDB)"] = (
-        time.monotonic() - t0
-    )
+    what = "a rewrite each for PostgreSQL" + (", a restart each for MariaDB" if LONG else "")
+    timings[f"roll ({len(ORDER)} hosts: {what})"] = time.monotonic() - t0
     assert result.rc == 0, result.stdout[-6000:]
     assert [h["host"] for h in report["hosts"]] == ORDER and report["stopped"] is None
     for h in report["hosts"]:
