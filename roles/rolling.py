@@ -324,6 +324,12 @@ def needs_rewrite(sizes: Mapping[str, Mapping[str, str]], wanted: Mapping[str, s
     ]
 
 
+def unrecorded(sizes: Mapping[str, Mapping[str, str]], wanted: Mapping[str, str]) -> list[str]:
+    """Datasets that exist without a record of their blocks' compression: never rewritten, so a
+    compression change reaches only their new blocks (the roll says so)."""
+    return [d for d in wanted if d in sizes and sizes[d].get(BLOCKS_COMPRESSION, "-") in ("-", "")]
+
+
 def _totals(sizes: Mapping[str, Mapping[str, str]], datasets: Sequence[str]) -> dict[str, float]:
     used = sum(int(sizes.get(d, {}).get("used", 0)) for d in datasets)
     logical = sum(int(sizes.get(d, {}).get("logicalused", 0)) for d in datasets)

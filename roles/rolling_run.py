@@ -205,11 +205,17 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
     wanted, before, pending = pending_rewrite(gates, step)
     if not wanted:
         return None
+    unknown = rolling.unrecorded(before, wanted)
+    for d in unknown:
+        log(
+            f"    rewrite: {d} has no record of its blocks' compression, so it is not rewritten (if you "
+            f"know it: zfs set {rolling.BLOCKS_COMPRESSION}=VALUE {d})"
+        )
     if args.dry:
         for d in pending:
             size = rolling.mib(int(before[d].get("used", 0)))
             log(f"    rewrite: {d}, blocks {before[d][rolling.BLOCKS_COMPRESSION]} -> {wanted[d]} ({size})")
-        entry["rewrite"] = {"datasets": pending}
+        entry["rewrite"] = {"datasets": pending, **({"unrecorded": unknown} if unknown else {})}
         return None
     sampler = LagSampler(gates, step) if step.role == "replica" and pending else None
     t0 = time.monotonic()
@@ -225,10 +231,14 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
         show(output)
         return f"{step.host}: the compression rewrite failed (pyinfra exit {rc}, its output above)"
     if not pending and not changed:
+        if unknown:
+            entry["rewrite"] = {"datasets": [], "unrecorded": unknown}
         return None
     rc, out = gates.run(step.host, rolling.sizes_command(list(wanted)))
     after = rolling.parse_sizes(out if rc == 0 else "")
     entry["rewrite"] = {**rolling.rewrite_report(before, after, pending or list(wanted)), "s": round(took, 1)}
+    if unknown:
+        entry["rewrite"]["unrecorded"] = unknown
     log(f"    rewrite ({took:.0f} s): {rolling.rewrite_line(entry['rewrite'])}")
     if sampler:
         entry["rewrite"]["lag"] = rolling.lag_summary(step.engine, sampler.samples)
@@ -402,6 +412,10 @@ def roll(args: argparse.Namespace) -> int:
             log(f"    {entry['host']:<10} rewrite {took:.0f} s: {rolling.rewrite_line(entry['rewrite'])}")
     if "rewrite" in summary:
         log(f"    fleet      rewrite: {rolling.rewrite_line(summary['rewrite'])}")
+    for entry in report:
+        if entry.get("rewrite", {}).get("unrecorded"):
+            unknown = ", ".join(entry["rewrite"]["unrecorded"])
+            log(f"    {entry['host']:<10} not rewritten, no record of their blocks' compression: {unknown}")
     if stopped:
         log(f"==> roll STOPPED at {stopped}")
         log(f"    not converged (left as they are): {', '.join(untouched) or 'none'}")

@@ -204,6 +204,7 @@ def test_the_report_sums_physical_and_logical_sizes_before_and_after():
         f"{WAL}\tused\t100\n{WAL}\tlogicalused\t100\n{WAL}\t{BLOCKS_COMPRESSION}\t-\n"
     )
     assert rolling.needs_rewrite(before, {DATA: "zstd", WAL: "zstd"}) == [DATA]
+    assert rolling.unrecorded(before, {DATA: "zstd", WAL: "zstd"}) == [WAL]  # said, never guessed
     after = {DATA: {"used": "200", "logicalused": "900", BLOCKS_COMPRESSION: "zstd"}}
     report = rolling.rewrite_report(before, after, [DATA])
     assert report["before"] == {"used": 300, "logicalused": 900, "compressratio": 3.0}

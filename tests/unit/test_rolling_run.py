@@ -142,3 +142,26 @@ def test_the_lag_sampler_asks_the_standbys_primary_until_the_rewrite_ends():
     time.sleep(0.1)
     sampler.finish()
     assert set(asked) == {"pg1"} and len(sampler.samples) >= 2 and set(sampler.samples) == {4096.0}
+
+
+def test_a_dataset_without_the_record_is_named_not_rewritten(monkeypatch, capsys, tmp_path):
+    # pg2's data dataset carries no record of its blocks' compression (a replica seeded before the
+    # seed recorded it): the roll says so, in its output and its report, and rewrites the other.
+    data, wal = "dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"
+    sizes = (
+        f"{data}\tused\t300\n{data}\tlogicalused\t900\n{data}\t{rolling.BLOCKS_COMPRESSION}\t-\n"
+        f"{wal}\tused\t100\n{wal}\tlogicalused\t100\n{wal}\t{rolling.BLOCKS_COMPRESSION}\tlz4\n"
+    )
+
+    class Sizes(FakeGates):
+        def run(self, name, command):
+            return 0, sizes
+
+    hosts = {**lab_hosts(), "pg2": {**lab_hosts()["pg2"], "zfs_compression": "zstd"}}
+    gates = Sizes("inventories/lab.py", hosts, tmp_path / "ssh_config", 30, 20)
+    step = next(s for s in rolling.plan(hosts) if s.host == "pg2")
+    entry: dict = {}
+    args = argparse.Namespace(inventory="inventories/lab.py", dry=True, max_lag=30)
+    assert rolling_run.rewrite(args, gates, step, entry) is None
+    assert entry["rewrite"] == {"datasets": [wal], "unrecorded": [data]}
+    assert f"{data} has no record of its blocks' compression" in capsys.readouterr().out
