@@ -215,14 +215,16 @@ class Lab:
             [str(control.PYINFRA), str(self.inventory), deploy, "--dry", "--diff", *extra], timeout
         )
 
-    def testinfra(self, *paths, timeout=1800):
+    def testinfra(self, *paths, hosts=None, timeout=1800):
+        """pytest PATHS (default tests/infra) against `hosts` (names; default every lab host)."""
+        targets = ",".join(f"paramiko://{n}" for n in hosts) if hosts else self.testinfra_hosts
         return self._local(
             [
                 str(control.PYTEST),
                 "-p",
                 "no:cacheprovider",
                 *(paths or ["tests/infra"]),
-                f"--hosts={self.testinfra_hosts}",
+                f"--hosts={targets}",
                 f"--ssh-config={self.ssh_config}",
                 f"--inventory={self.inventory.relative_to(REPO)}",
             ],

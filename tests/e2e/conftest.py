@@ -33,8 +33,9 @@ Attributes and helpers:
                            runs `.venv/bin/pyinfra -y inventories/lab.py DEPLOY ARGS` from the repo
                            root; `args` go before the deploy file (e.g. "--limit", "db1");
                            with the lab's throwaway secrets (lab.control.lab_env)
-    lab.testinfra(*paths, timeout=1800) -> Result   pytest PATHS (default tests/infra) against all
-                           lab hosts through paramiko and the ssh config
+    lab.testinfra(*paths, hosts=None, timeout=1800) -> Result   pytest PATHS (default
+                           tests/infra) against `hosts` (default all lab hosts) through paramiko
+                           and the ssh config
     lab.reset_drives(name) stops the VM, recreates its empty drives, boots it again
 Result has .rc, .stdout, .stderr, .ok and .check() (raises AssertionError with the output).
 """

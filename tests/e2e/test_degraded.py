@@ -143,7 +143,7 @@ def test_a_pulled_drive_is_replaced_by_a_spare_then_by_a_new_drive_in_its_bay(cl
     assert lab.run(NAME, f"test -e /dev/disk/by-id/{pulled}").rc != 0
     wait_for_more_writes(lab)
 
-    checks = lab.testinfra("tests/infra/test_zfs.py")
+    checks = lab.testinfra("tests/infra/test_zfs.py", hosts=[NAME])
     assert not checks.ok and f"test_pool_online[paramiko://{NAME}]" in checks.stdout, checks.stdout[-4000:]
 
     t0 = time.monotonic()
@@ -163,7 +163,7 @@ def test_a_pulled_drive_is_replaced_by_a_spare_then_by_a_new_drive_in_its_bay(cl
     timings["new drive in the bay: resilvered, spare AVAIL after"] = time.monotonic() - t0
     wait_for_more_writes(lab)
 
-    checks = lab.testinfra("tests/infra/test_zfs.py")
+    checks = lab.testinfra("tests/infra/test_zfs.py", hosts=[NAME])
     assert checks.ok, checks.stdout[-4000:]
     assert_changed_nothing(lab.pyinfra("--limit", NAME))
 
@@ -197,5 +197,5 @@ def test_without_autoreplace_the_runbook_replaces_a_drive_refusing_one_that_hold
         wait_for(lambda: healthy(lab) and set(spares(lab).values()) == {"AVAIL"}, "ONLINE, spares AVAIL", 300)
     finally:
         lab.check(NAME, f"zpool set autoreplace=on {POOL}")
-    assert lab.testinfra("tests/infra/test_zfs.py").ok
+    assert lab.testinfra("tests/infra/test_zfs.py", hosts=[NAME]).ok
     assert follows(lab, NAME, "db1")[0]
