@@ -32,6 +32,7 @@ import pytest
 
 from lab import control, vm as vmmod
 from lab.definition import REPO, STATE
+from roles import rolling
 
 from tests import labkit
 from tests.e2e.test_switchover import (
@@ -186,7 +187,10 @@ def test_roll_converges_host_by_host_through_the_gates(converged, timings):
         lag = rewrite["lag"]
         assert lag["unit"] == "bytes" and lag["samples"] >= 2 and lag["max"] is not None, lag
         timings[f"rewrite: {name}'s lag at most (MiB of WAL)"] = lag["max"] / 1024**2
-    print(f"==> lz4 -> zstd, fleet: {report['rewrite']}")
+    for h in report["hosts"]:
+        if "before" in h.get("rewrite", {}):
+            labkit.log(f"==> lz4 -> zstd, {h['host']}: {rolling.rewrite_line(h['rewrite'])}")
+    labkit.log(f"==> lz4 -> zstd, fleet: {rolling.rewrite_line(report['rewrite'])}")
     assert report["rewrite"]["after"]["used"] < report["rewrite"]["before"]["used"], report["rewrite"]
 
     # Every acknowledged write and every event on both nodes once pg2 replayed pg1's WAL.
