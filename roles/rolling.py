@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from roles.hostdata import HostConfig
-from roles.zfs_properties import BLOCKS_COMPRESSION, same_value
+from roles.zfs_properties import BLOCKS_COMPRESSION, blocks_record, same_value
 
 GATES = ("server", "replication", "pool", "checks")
 
@@ -319,7 +319,7 @@ def needs_rewrite(sizes: Mapping[str, Mapping[str, str]], wanted: Mapping[str, s
     return [
         d
         for d, compression in wanted.items()
-        if sizes.get(d, {}).get(BLOCKS_COMPRESSION, "-") not in ("-", "")
+        if blocks_record(sizes.get(d, {}).get(BLOCKS_COMPRESSION)) is not None
         and not same_value("compression", compression, sizes[d][BLOCKS_COMPRESSION])
     ]
 
@@ -327,7 +327,7 @@ def needs_rewrite(sizes: Mapping[str, Mapping[str, str]], wanted: Mapping[str, s
 def unrecorded(sizes: Mapping[str, Mapping[str, str]], wanted: Mapping[str, str]) -> list[str]:
     """Datasets that exist without a record of their blocks' compression: never rewritten, so a
     compression change reaches only their new blocks (the roll says so)."""
-    return [d for d in wanted if d in sizes and sizes[d].get(BLOCKS_COMPRESSION, "-") in ("-", "")]
+    return [d for d in wanted if d in sizes and blocks_record(sizes[d].get(BLOCKS_COMPRESSION)) is None]
 
 
 def _totals(sizes: Mapping[str, Mapping[str, str]], datasets: Sequence[str]) -> dict[str, float]:

@@ -206,6 +206,7 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
     if not wanted:
         return None
     unknown = rolling.unrecorded(before, wanted)
+    named = {"unrecorded": unknown} if unknown else {}
     for d in unknown:
         log(
             f"    rewrite: {d} has no record of its blocks' compression, so it is not rewritten (if you "
@@ -215,7 +216,7 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
         for d in pending:
             size = rolling.mib(int(before[d].get("used", 0)))
             log(f"    rewrite: {d}, blocks {before[d][rolling.BLOCKS_COMPRESSION]} -> {wanted[d]} ({size})")
-        entry["rewrite"] = {"datasets": pending, **({"unrecorded": unknown} if unknown else {})}
+        entry["rewrite"] = {"datasets": pending, **named}
         return None
     sampler = LagSampler(gates, step) if step.role == "replica" and pending else None
     t0 = time.monotonic()
@@ -232,13 +233,15 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
         return f"{step.host}: the compression rewrite failed (pyinfra exit {rc}, its output above)"
     if not pending and not changed:
         if unknown:
-            entry["rewrite"] = {"datasets": [], "unrecorded": unknown}
+            entry["rewrite"] = {"datasets": [], **named}
         return None
     rc, out = gates.run(step.host, rolling.sizes_command(list(wanted)))
     after = rolling.parse_sizes(out if rc == 0 else "")
-    entry["rewrite"] = {**rolling.rewrite_report(before, after, pending or list(wanted)), "s": round(took, 1)}
-    if unknown:
-        entry["rewrite"]["unrecorded"] = unknown
+    entry["rewrite"] = {
+        **rolling.rewrite_report(before, after, pending or list(wanted)),
+        "s": round(took, 1),
+        **named,
+    }
     log(f"    rewrite ({took:.0f} s): {rolling.rewrite_line(entry['rewrite'])}")
     if sampler:
         entry["rewrite"]["lag"] = rolling.lag_summary(step.engine, sampler.samples)

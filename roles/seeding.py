@@ -64,7 +64,7 @@ from roles.operations import (
 )
 from roles.validation import Problem, format_problems
 from roles.zfs import SERVICE_USERS
-from roles.zfs_properties import BLOCKS_COMPRESSION
+from roles.zfs_properties import BLOCKS_COMPRESSION, blocks_record
 
 PARAMETERS = ("replica", "source", "wipe")
 KEY_HOURS = 48  # the key line's expiry-time: a backstop should the cleanup never run
@@ -668,12 +668,11 @@ def received_blocks_compression(plan: Plan, source_zfs: dict[str, dict]) -> dict
     keep the source's blocks as they are, so the seed records what the source recorded, and a
     later change of compression is rewritten on the replica too (roles.compression_rewrite).
     A source without the record leaves the replica without one."""
-    recorded = {}
-    for d in plan.datasets:
-        value = source_zfs.get(d.source, {}).get(BLOCKS_COMPRESSION, {}).get("value")
-        if value not in (None, "", "-"):
-            recorded[d.relative] = value
-    return recorded
+    recorded = {
+        d.relative: blocks_record(source_zfs.get(d.source, {}).get(BLOCKS_COMPRESSION, {}).get("value"))
+        for d in plan.datasets
+    }
+    return {relative: value for relative, value in recorded.items() if value is not None}
 
 
 def steps(

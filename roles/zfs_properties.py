@@ -73,8 +73,14 @@ INDEX_ALIASES = {
 # Only settable when the dataset is created (or through `zfs change-key` for the key ones).
 # A user property: the compression a dataset's blocks were written with (ZFS never recompresses
 # them; `compression` only says what new blocks get). Set when a dataset is created and by
-# runbooks/rewrite_compression.py.
+# runbooks/rewrite_compression.py, and copied from the source by a seed (runbooks/seed.py).
 BLOCKS_COMPRESSION = "dbzfs:blocks-compression"
+
+
+def blocks_record(value: str | None) -> str | None:
+    """BLOCKS_COMPRESSION as `zfs get` prints it: None when the dataset has no record ("-")."""
+    return None if value in (None, "", "-") else value
+
 
 CREATE_ONLY_PROPERTIES = frozenset(
     {
