@@ -7,7 +7,7 @@ stops the run before any operation.
 
 from pyinfra import host
 
-from roles import mariadb, postgresql, preflight, topology, zfs
+from roles import mariadb, postgresql, preflight, snapshots, topology, zfs
 
 preflight.validate_inventory()
 topology.check()
@@ -21,3 +21,4 @@ zfs.software()
 role.software()
 zfs.storage()
 role.server()
+snapshots.schedule()

@@ -144,6 +144,20 @@ zfs_dataset_properties = {}
 # from zfs(4), integer values in the parameter's own unit (bytes for zfs_arc_max: no "4G").
 zfs_module_params = {}
 
+# --- Snapshots (roles/snapshots.py) -----------------------------------------------------------
+
+# Which hosts take the engine's snapshots (one atomic `zfs snapshot` of its data and log datasets,
+# with the GTID or LSN they hold, every 15 minutes when one is due): "replica" (the replicas,
+# keeping the load off the primary; a primary takes them when no replica follows it), "primary",
+# "every_host", or "none". Every host's sanoid prunes what it holds, by snapshot_retention.
+snapshot_on = "replica"
+# Per engine: how many snapshots of each kind sanoid keeps (its names: frequently (every 15
+# minutes), hourly, daily, weekly, monthly, yearly; 0 or absent: none of that kind).
+snapshot_retention = {
+    "mariadb": {"frequently": 0, "hourly": 36, "daily": 30, "monthly": 3},
+    "postgresql": {"frequently": 0, "hourly": 36, "daily": 30, "monthly": 3},
+}
+
 # --- Database -----------------------------------------------------------------------------------
 
 # Overrides of any server setting, rendered last: my.cnf [mysqld] keys or postgresql.conf keys,

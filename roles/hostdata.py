@@ -116,6 +116,8 @@ class HostConfig:
     capacity_threshold: int = 80
     roll_primary: str = "switchover"  # `./dbzfs roll`: "switchover" or "in_place"
     zed_email: str = ""  # ZED's notices by mail; "" sends none
+    snapshot_on: str = "replica"  # which hosts take the engine's snapshots (roles/snapshots.py)
+    snapshot_retention: dict = field(default_factory=dict)  # this engine's: kind -> count
     compression: str = "lz4"
     datasets: dict = field(default_factory=dict)  # relative name -> properties, parent first
     # What the engine keeps where, by name (zfs_dataset_roles): "parent", "data", "log".
@@ -155,6 +157,10 @@ class HostConfig:
                 if isinstance(overrides, Mapping) and isinstance(overrides.get(ds), Mapping):
                     merged.update(overrides[ds])
                 datasets[ds] = merged
+        retention = _get(data, "snapshot_retention")
+        retention = (
+            retention.get(engine) if isinstance(retention, Mapping) and isinstance(engine, str) else None
+        )
         pool = PoolSpec(
             name=_get(data, "zpool_name"),
             mirror_width=_get(data, "zpool_mirror_width"),
@@ -181,6 +187,8 @@ class HostConfig:
             capacity_threshold=_get(data, "zfs_capacity_threshold"),
             roll_primary=_get(data, "roll_primary"),
             zed_email=_get(data, "zed_email"),
+            snapshot_on=_get(data, "snapshot_on"),
+            snapshot_retention=dict(retention) if isinstance(retention, Mapping) else {},
             compression=_get(data, "zfs_compression"),
             datasets=datasets,
             dataset_roles=roles,

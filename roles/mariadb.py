@@ -17,7 +17,7 @@ import ipaddress
 from pyinfra.api import deploy
 from pyinfra.operations import files, mysql
 
-from roles import engine, fencing, monitoring, render, secrets
+from roles import engine, fencing, monitoring, render, secrets, snapshots
 from roles.hostdata import HostConfig
 from roles.operations import mariadb as mariadb_ops, units
 
@@ -98,7 +98,7 @@ def software() -> None:
     its datasets and config (its postinst initialises the datadir)."""
     cfg = engine.host_config()
     monitoring.before_install(cfg)
-    engine.packages("Monitoring from Debian", monitoring.packages(cfg))
+    engine.packages("Monitoring and sanoid from Debian", [*monitoring.packages(cfg), snapshots.PACKAGE])
 
 
 @deploy("MariaDB server")

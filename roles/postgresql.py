@@ -15,7 +15,7 @@ from pyinfra.api import HiddenValue, deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
-from roles import engine, fencing, monitoring, render, secrets
+from roles import engine, fencing, monitoring, render, secrets, snapshots
 from roles.hostdata import HostConfig
 from roles.operations import common, postgresql as pg, units
 
@@ -63,11 +63,13 @@ def install(cfg: HostConfig, group: engine.Group) -> None:
     # then reads them too (each daemon-reload re-reads every unit: no reload of our own).
     engine.text_file(dropin_text(cfg), DROPIN, name=f"{UNIT} after the ZFS mounts")
     fencing.place(cfg, group, UNIT)
-    # One apt run for the server and the monitoring packages (their units are in place already).
+    # One apt run for the server, the monitoring packages (their units are in place already) and
+    # sanoid (its timer does nothing before roles/snapshots.py writes its config).
     engine.packages(
-        f"PostgreSQL {VERSION} and monitoring",
+        f"PostgreSQL {VERSION}, monitoring and sanoid",
         ["postgresql-common", f"postgresql-{VERSION}", f"postgresql-client-{VERSION}"]
-        + monitoring.packages(cfg),
+        + monitoring.packages(cfg)
+        + [snapshots.PACKAGE],
     )
     common.unit_files_loaded(name="systemd re-reads the unit", unit_name=UNIT)
 

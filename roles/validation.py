@@ -24,6 +24,7 @@ from roles import (
     monitoring_rules,
     render,
     secrets as secrets_mod,
+    snapshots,
     zfs_module_params,
     zfs_packages,
 )
@@ -152,6 +153,8 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
     "zpool_autotrim": (_STR, False, '"on" or "off"'),
     "zfs_capacity_threshold": (_INT, False, "80"),
     "zed_email": (_STR, False, '"dba-pager@example.com", or "" for none'),
+    "snapshot_on": (_STR, False, '"replica", "primary", "every_host" or "none"'),
+    "snapshot_retention": (_MAP, False, '{"mariadb": {"hourly": 36, "daily": 30}, "postgresql": {...}}'),
     "zfs_compression": (_STR, False, '"lz4" or "zstd"'),
     "zfs_datasets": (_MAP, False, "the default from group_data/all.py"),
     "zfs_dataset_roles": (_MAP, False, "the default from group_data/all.py"),
@@ -366,6 +369,7 @@ class _Checker:
             self.module_params(cfg)
             self.zfs_install(cfg)
             self.roll_primary(cfg)
+            self.snapshots(cfg)
             self.monitoring(cfg)
             self.database(cfg)
         self.fleet_drives()
@@ -503,6 +507,24 @@ class _Checker:
         good = True
         for engine, datasets in value.items():
             good = self.type_zfs_dataset_properties(name, f"{key}[{engine!r}]", datasets) and good
+        return good
+
+    def type_snapshot_retention(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
+        """engine -> {kind: count}: kinds sanoid knows, counts whole numbers >= 0."""
+        if not self.type_engine_keys(name, key, value):
+            return False
+        good = True
+        for engine, retention in value.items():
+            for kind, count in retention.items():
+                where = f"{key}[{engine!r}][{kind!r}]"
+                if kind not in snapshots.KINDS:
+                    close = _close(str(kind), snapshots.KINDS)
+                    fix = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(snapshots.KINDS)}"
+                    self.add(name, where, count, "not a kind of snapshot sanoid keeps", fix)
+                    good = False
+                elif not _is_int(count) or count < 0:
+                    self.add(name, where, count, "not a count", "a whole number >= 0, e.g. 36")
+                    good = False
         return good
 
     def type_zfs_dataset_roles(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
@@ -1121,6 +1143,28 @@ class _Checker:
                 c.roll_primary,
                 "not a way to roll a primary",
                 '"switchover" (moved to a converged replica and back) or "in_place"',
+            )
+
+    def snapshots(self, c: HostConfig) -> None:
+        if self.ok(c, "snapshot_on") and c.snapshot_on not in snapshots.SNAPSHOT_ON:
+            self.add(
+                c.name,
+                "snapshot_on",
+                c.snapshot_on,
+                "not a choice of the hosts that take snapshots",
+                f"one of {', '.join(repr(v) for v in snapshots.SNAPSHOT_ON)}",
+            )
+        if not self.ok(c, "snapshot_retention") or c.engine not in ENGINES:
+            return
+        key = f"snapshot_retention[{c.engine!r}]"
+        retention = c.snapshot_retention
+        if c.snapshot_on != "none" and not any(_is_int(n) and n > 0 for n in retention.values()):
+            self.add(
+                c.name,
+                key,
+                retention,
+                f"keeps no snapshot, yet snapshot_on is {c.snapshot_on!r}",
+                'a count for at least one kind, e.g. {"hourly": 36, "daily": 30}, or snapshot_on = "none"',
             )
 
     def zfs_install(self, c: HostConfig) -> None:

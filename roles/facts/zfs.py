@@ -382,3 +382,38 @@ class ModuleRepositoryPackages(FactBase):
                 name, _, version = rest.partition(" ")
                 packages.setdefault(name, []).append(version.strip())
         return {"packages": packages}
+
+
+class ZfsSnapshots(FactBase):
+    """
+    Returns the dataset's own snapshots (not its children's), oldest first, from
+    ``zfs list -Hp -t snapshot -o name,creation -d 1``; an empty list when the dataset does not
+    exist.
+
+    .. code:: python
+
+        [{"name": "dbpool/datastore/mysql@autosnap_2026-12-04_22:00:03_hourly", "creation": 1796421603}]
+    """
+
+    default = list
+
+    @override
+    def requires_command(self, dataset: str) -> str:
+        return "zfs"
+
+    @override
+    def command(self, dataset: str) -> StringCommand:
+        return StringCommand(
+            "zfs list -Hp -t snapshot -o name,creation -s creation -d 1",
+            QuoteString(dataset),
+            "2>/dev/null || true",
+        )
+
+    @override
+    def process(self, output: list[str]) -> list[dict[str, object]]:
+        found = []
+        for line in output:
+            name, _, creation = line.partition("\t")
+            if "@" in name and creation.strip().isdigit():
+                found.append({"name": name, "creation": int(creation)})
+        return found
