@@ -155,11 +155,11 @@ def run(argv: list[str], timeout: float = 120) -> str:
     return done.stdout
 
 
-def mariadb_snapshot(names: Sequence[str]) -> str:
+def mariadb_snapshot(names: Sequence[str], client: Sequence[str] = ("mariadb",)) -> str:
     """One client session: commits blocked, the GTID position read, the snapshot taken from this
     process while the session holds the block, the block released. Returns the position."""
     session = subprocess.Popen(
-        ["mariadb", "-NB", "--unbuffered"],
+        [*client, "-NB", "--unbuffered"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

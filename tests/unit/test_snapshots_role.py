@@ -1,0 +1,129 @@
+"""roles/snapshots.py: which hosts take snapshots, the files it writes (sanoid's config and the
+unit whose command line the host script parses back), the data's validation, and the first
+snapshot's operation against fact stubs."""
+
+import shlex
+
+import pytest
+
+from roles import snapshots
+from roles.facts.zfs import ZfsSnapshots
+from roles.host_scripts import db_snapshot
+from roles.hostdata import HostConfig
+from roles.operations import snapshots as snapshot_ops
+from roles.secrets import Secrets
+from roles.validation import validate
+
+from tests.unit.fact_stubs import run_operation
+
+
+def configs(fleet, **overrides):
+    for data in fleet.values():
+        data.update(overrides)
+    return {name: HostConfig.from_data(name, data) for name, data in fleet.items()}
+
+
+def takers(cfgs):
+    members = list(cfgs.values())
+    return {
+        name
+        for name, c in cfgs.items()
+        if snapshots.takes_snapshots(c, [m for m in members if m.engine == c.engine])
+    }
+
+
+def test_replicas_take_them_by_default(fleet):
+    assert takers(configs(fleet)) == {"db2", "pg2"}
+
+
+def test_a_primary_without_replicas_takes_them(fleet):
+    del fleet["db2"]
+    assert takers(configs(fleet)) == {"db1", "pg2"}
+
+
+@pytest.mark.parametrize(
+    "snapshot_on, expected",
+    [("primary", {"db1", "pg1"}), ("every_host", {"db1", "db2", "pg1", "pg2"}), ("none", set())],
+)
+def test_the_data_chooses_the_hosts(fleet, snapshot_on, expected):
+    assert takers(configs(fleet, snapshot_on=snapshot_on)) == expected
+
+
+def test_sanoid_prunes_both_datasets_everywhere_and_monitors_where_they_are_taken(fleet):
+    cfgs = configs(fleet)
+    replica = snapshots.files_text(cfgs["db2"], takes=True)
+    primary = snapshots.files_text(cfgs["db1"], takes=False)
+    for text in (replica[snapshots.SANOID_CONF], primary[snapshots.SANOID_CONF]):
+        assert "[dbpool/datastore/mysql]\n" in text and "[dbpool/datastore/mysql-log]\n" in text
+        assert "\tautosnap = no\n" in text and "\tautoprune = yes\n" in text
+        assert "\thourly = 36\n" in text and "\tweekly = 0\n" in text  # every kind: no sanoid default
+        assert "[dbpool/datastore]\n" not in text  # the parent's tree holds the rewrite's copies
+    assert "\tmonitor = yes\n" in replica[snapshots.SANOID_CONF]
+    assert "\tmonitor = no\n" in primary[snapshots.SANOID_CONF]
+    assert snapshots.SANOID_DROP_IN in replica and snapshots.SANOID_DROP_IN not in primary
+
+
+def test_the_units_command_line_is_what_the_script_reads(fleet, monkeypatch):
+    cfg = configs(fleet)["pg2"]
+    unit = snapshots.files_text(cfg, takes=True)[f"/etc/systemd/system/{snapshots.UNIT}"]
+    line = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
+    argv = shlex.split(line.removeprefix("ExecStart="))
+    assert argv[:2] == ["/usr/bin/python3", snapshots.SCRIPT]
+    seen = {}
+    monkeypatch.setattr(db_snapshot, "run", lambda argv, timeout=120: seen.setdefault("argv", argv) and "")
+    monkeypatch.setattr(db_snapshot, "due", lambda keep, newest, now: seen.setdefault("keep", keep) and [])
+    assert db_snapshot.main(argv[2:]) == 0
+    assert seen["argv"][-1] == "dbpool/datastore/postgresql"  # what it lists: the data dataset's
+    assert seen["keep"] == {"hourly": 36, "daily": 30, "monthly": 3}
+    assert (
+        "--engine postgresql --dataset dbpool/datastore/postgresql --dataset dbpool/datastore/postgresql-wal"
+        in line
+    )
+    assert "After=zfs-mount.service postgresql@15-main.service" in unit
+
+
+def problems(fleet, **data):
+    fleet["db2"].update(data)
+    secrets = Secrets({"replication_password": "r" * 24}, "test")
+    return {(p.host, p.key): p for p in validate(fleet, secrets)}
+
+
+def test_bad_snapshot_data_is_named_with_host_key_and_fix(fleet):
+    found = problems(fleet, snapshot_on="replicas")
+    assert "not a choice" in found[("db2", "snapshot_on")].message
+    found = problems(fleet, snapshot_retention={"mariadb": {"houry": 36, "daily": -1}})
+    assert "did you mean 'hourly'" in found[("db2", "snapshot_retention['mariadb']['houry']")].fix
+    assert "not a count" in found[("db2", "snapshot_retention['mariadb']['daily']")].message
+    found = problems(fleet, snapshot_retention={"mariadb": {"hourly": 0}})
+    assert "keeps no snapshot" in found[("db2", "snapshot_retention['mariadb']")].message
+    assert problems(fleet, snapshot_on="none", snapshot_retention={"mariadb": {}}) == {}
+
+
+def test_the_first_snapshot_is_taken_once():
+    op = snapshot_ops.first_taken
+    commands, host = run_operation(
+        op, {ZfsSnapshots: []}, dataset="dbpool/datastore/mysql", unit=snapshots.UNIT
+    )
+    assert commands == [
+        "systemctl start dbzfs-snapshot.service && journalctl -o cat -n 3 -u dbzfs-snapshot.service"
+    ]
+    seed_only = [{"name": "dbpool/datastore/mysql@dbzfs-seed-full", "creation": 1}]
+    commands, host = run_operation(
+        op, {ZfsSnapshots: seed_only}, dataset="dbpool/datastore/mysql", unit=snapshots.UNIT
+    )
+    assert len(commands) == 1  # another tool's snapshot is not ours
+    taken = seed_only + [
+        {"name": "dbpool/datastore/mysql@autosnap_2026-12-04_22:00:03_hourly", "creation": 2}
+    ]
+    commands, host = run_operation(
+        op, {ZfsSnapshots: taken}, dataset="dbpool/datastore/mysql", unit=snapshots.UNIT
+    )
+    assert commands == [] and "autosnap_2026-12-04_22:00:03_hourly" in host.noops[0]
+
+
+def test_the_snapshot_fact_reads_zfs_list():
+    fact = ZfsSnapshots()
+    assert fact.process(["dbpool/datastore/mysql@a\t1796421603", "garbage"]) == [
+        {"name": "dbpool/datastore/mysql@a", "creation": 1796421603}
+    ]
+    assert "-d 1 dbpool/datastore/mysql" in str(fact.command("dbpool/datastore/mysql"))
