@@ -22,7 +22,7 @@ from pyinfra import host, logger
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import systemd
 
-from roles import engine, seeding
+from roles import engine, seeding, snapshots
 from roles.facts.zfs import ZfsDatasetProperties, ZpoolProperties
 from roles.hostdata import HostConfig
 from roles.operations import rewrite, seeding as seeding_ops
@@ -172,3 +172,4 @@ def steps(cfg: HostConfig, rewrite_these: list[Target], found_targets: list[Targ
     seeding_ops.mounted(name="Datasets mounted", datasets=list(wanted))
     systemd.service(name=f"{unit} running", service=unit, running=True)
     rewrite.cleaned_up(name="The datasets swapped out and the rewrite's snapshots destroyed", datasets=wanted)
+    snapshots.retaken(cfg)

@@ -48,7 +48,7 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.host import Host
 from pyinfra.operations import files
 
-from roles import engine, mariadb, postgresql, preflight, render, secrets
+from roles import engine, mariadb, postgresql, preflight, render, secrets, snapshots
 from roles.facts.mariadb import MariadbLiveRole
 from roles.facts.postgresql import PostgresqlWalReceiver
 from roles.facts.seeding import HOST_KEY, SeedHostState
@@ -857,6 +857,7 @@ def steps(
         datasets=[d.aside for d in plan.datasets],
         wipe=plan.wipe,
     )
+    snapshots.retaken(cfg, is_replica, not_replica)
     hashes = {"full": full._hash, "catchup": catchup._hash, "start": start._hash, "last": last._hash}
     report_once(Report(plan, hashes))
 

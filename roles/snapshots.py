@@ -1,12 +1,14 @@
 """The snapshots role: consistent ZFS snapshots of the engine's data and log datasets, kept by a
 retention policy per engine (group_data/all.py: snapshot_on, snapshot_retention).
 
-sanoid (Debian's package) prunes and monitors; it takes none itself. Our dbzfs-snapshot.service
+sanoid (Debian's package) prunes; it takes none itself. Our dbzfs-snapshot.service
 (roles/host_scripts/db_snapshot.py) takes them, named as sanoid names its own, in one atomic
-`zfs snapshot` of both datasets with the engine's position (GTID or LSN) on them, and sanoid.timer
-runs it before each sanoid run on the hosts that take them (a drop-in on sanoid.service). Every
-host's sanoid prunes what it holds: a host that stopped taking snapshots (a replica promoted) ages
-its old ones out.
+`zfs snapshot` of both datasets with the engine's position (GTID or LSN) on them; a drop-in on
+sanoid.service runs it before each sanoid run (sanoid.timer, every 15 minutes). Every host of a
+group gets the same files: the script asks the server its role at each run and takes them only in
+the role snapshot_on names, so a switchover moves the snapshots with the role and a converge after
+it changes nothing. Every host's sanoid prunes what it holds: a former replica ages its old ones
+out.
 """
 
 from __future__ import annotations
@@ -23,6 +25,16 @@ from roles.operations import common, snapshots as snapshot_ops, units
 
 KINDS = ("frequently", "hourly", "daily", "weekly", "monthly", "yearly")  # sanoid's, its order
 SNAPSHOT_ON = ("replica", "primary", "every_host", "none")
+# The oldest a kind's newest snapshot may be on a host that takes them (the checks): its period
+# plus a run of sanoid.timer missed; sanoid's own warning ages where it has them.
+MAX_AGE_SECONDS = {
+    "frequently": 45 * 60,
+    "hourly": 90 * 60,
+    "daily": 28 * 3600,
+    "weekly": 8 * 86400,
+    "monthly": 32 * 86400,
+    "yearly": 367 * 86400,
+}
 PACKAGE = "sanoid"
 SCRIPT_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "db_snapshot.py"
 SCRIPT = "/usr/local/lib/dbzfs/db_snapshot.py"
@@ -35,18 +47,25 @@ SERVER_UNIT = {
 }
 
 
-def takes_snapshots(cfg: HostConfig, members: Sequence[HostConfig]) -> bool:
-    """Whether this host takes its engine's snapshots. `members`: its replication group, itself
-    included. With "replica", a primary takes them when no replica in the group follows it."""
+def when(cfg: HostConfig, members: Sequence[HostConfig]) -> str | None:
+    """The role the host's server must have at the moment for the host to take the snapshots
+    (the script's --when: "replica", "primary" or "always"), None for none. A switchover moves
+    them with the role, with no converge in between. `members`: its replication group, itself
+    included; with "replica", a group without replicas takes them on its primary ("always")."""
     if cfg.snapshot_on == "every_host":
-        return True
+        return "always"
     if cfg.snapshot_on == "primary":
-        return cfg.role == "primary"
+        return "primary"
     if cfg.snapshot_on == "replica":
-        if cfg.role == "replica":
-            return True
-        return not any(m.role == "replica" and m.primary == cfg.name for m in members)
-    return False
+        return "replica" if any(m.role == "replica" for m in members) else "always"
+    return None
+
+
+def takes_snapshots(cfg: HostConfig, members: Sequence[HostConfig]) -> bool:
+    """Whether the host takes them in the role the inventory declares (the converge's view,
+    which topology.check has matched with the live one)."""
+    mode = when(cfg, members)
+    return mode == "always" or mode == cfg.role
 
 
 def retention(cfg: HostConfig) -> dict[str, int]:
@@ -59,20 +78,14 @@ def datasets(cfg: HostConfig) -> list[str]:
     return [cfg.dataset_name(cfg.data_dataset), cfg.dataset_name(cfg.log_dataset)]
 
 
-def files_text(cfg: HostConfig, takes: bool) -> dict[str, str]:
-    """path -> text of the files the role writes (the drop-in only where the host takes them)."""
+def files_text(cfg: HostConfig, members: Sequence[HostConfig]) -> dict[str, str]:
+    """path -> text of the files the role writes: the same on every host of a group, whatever
+    its role (the snapshot script asks the server for that at each run)."""
     kept = {kind: count for kind, count in retention(cfg).items() if count}
+    mode = when(cfg, members)
     texts = {
         SANOID_CONF: render.render(
-            "sanoid.conf.j2",
-            {
-                "host": cfg.name,
-                "datasets": datasets(cfg),
-                "takes": takes,
-                "snapshot_on": cfg.snapshot_on,
-                "role": cfg.role,
-                "retention": retention(cfg),
-            },
+            "sanoid.conf.j2", {"host": cfg.name, "datasets": datasets(cfg), "retention": retention(cfg)}
         ),
         f"/etc/systemd/system/{UNIT}": render.render(
             "dbzfs-snapshot.service.j2",
@@ -80,13 +93,14 @@ def files_text(cfg: HostConfig, takes: bool) -> dict[str, str]:
                 "engine": cfg.engine,
                 "server_unit": SERVER_UNIT[cfg.engine],
                 "script": SCRIPT,
+                "when": mode or "always",
                 "datasets": datasets(cfg),
                 "retention": kept,
             },
         ),
     }
-    if takes:
-        texts[SANOID_DROP_IN] = render.render("sanoid-drop-in.conf.j2", {"unit": UNIT})
+    if mode:
+        texts[SANOID_DROP_IN] = render.render("sanoid-drop-in.conf.j2", {"unit": UNIT, "when": mode})
     return texts
 
 
@@ -95,23 +109,36 @@ def schedule() -> None:
     """After the server role: the first snapshot needs the server answering. sanoid itself is
     installed with the engine's packages (the engine roles' software())."""
     cfg = engine.host_config()
-    takes = takes_snapshots(cfg, engine.group(cfg).members)
-    texts = files_text(cfg, takes)
+    members = engine.group(cfg).members
+    texts = files_text(cfg, members)
     common.config_files(
         name="sanoid's config, the snapshot unit and its script",
         files={**texts, SCRIPT: SCRIPT_SOURCE.read_text()},
         modes={SCRIPT: "755"},
     )
-    if not takes:
-        files.file(
-            name=f"{SANOID_DROP_IN} absent: this host takes no snapshots", path=SANOID_DROP_IN, present=False
-        )
+    if SANOID_DROP_IN not in texts:
+        files.file(name=f"{SANOID_DROP_IN} absent: snapshot_on is none", path=SANOID_DROP_IN, present=False)
     units.current(
         name="sanoid.timer running, enabled",
         units={"sanoid.timer": []},
         loaded=["sanoid.service", UNIT],
     )
-    if takes:
+    if takes_snapshots(cfg, members):
         snapshot_ops.first_taken(
             name="The first snapshot", dataset=cfg.dataset_name(cfg.data_dataset), unit=UNIT
         )
+
+
+def retaken(cfg: HostConfig, applies: bool = True, why_not: str = "") -> None:
+    """A runbook that replaced the host's datasets (a compression rewrite, a seed) took their
+    snapshots with the old ones: the host's first snapshot of the new ones, when it takes them,
+    rather than none until the next quarter hour. Every host passes the step (engine.step)."""
+    takes = applies and takes_snapshots(cfg, engine.group(cfg).members)
+    engine.step(
+        takes,
+        why_not if not applies else "this host takes no snapshots",
+        snapshot_ops.first_taken,
+        name="A snapshot of the new datasets",
+        dataset=cfg.dataset_name(cfg.data_dataset),
+        unit=UNIT,
+    )

@@ -5,9 +5,13 @@ Copied to each database host as /usr/local/lib/dbzfs/db_snapshot.py and run as r
 dbzfs-snapshot.service, which sanoid.service pulls in before itself (sanoid.timer: every 15
 minutes); the role also runs it once at the converge that sets it up:
 
-    python3 /usr/local/lib/dbzfs/db_snapshot.py --engine mariadb \\
+    python3 /usr/local/lib/dbzfs/db_snapshot.py --engine mariadb --when replica \\
         --dataset dbpool/datastore/mysql --dataset dbpool/datastore/mysql-log \\
         --keep hourly=36 --keep daily=30 --keep monthly=3
+
+`--when replica` (or `primary`) takes them only while the server is one (MariaDB: replication is
+set up; PostgreSQL: in recovery), asked at each run: a switchover moves the snapshots with the
+role, with no converge in between. `always` (the default) takes them whatever the role.
 
 Why not sanoid's own snapshots: sanoid snapshots one dataset at a time, or a whole tree with
 `recursive = zfs`. The engine's data and log datasets must be taken in one atomic `zfs snapshot`
@@ -17,7 +21,8 @@ its own would break. So this script takes the snapshots, named as sanoid names i
 (`autosnap_YYYY-MM-DD_HH:MM:SS_<type>`, UTC), and sanoid (autosnap = no) prunes them by its
 retention counts and monitors their age.
 
-A run takes, in one `zfs snapshot` of every dataset, one snapshot per retention type that is due:
+A run takes one snapshot per retention type that is due, each in one `zfs snapshot` of every
+dataset (atomic across them; one command cannot take two of the same dataset):
 a type is due when the data dataset has no snapshot of it taken since its current period began
 (the quarter hour, the hour, the day, the week from Monday, the month, the year; UTC), as sanoid
 decides. Each snapshot carries the engine's position as a user property set in the same command:
@@ -50,6 +55,8 @@ GTID_PROPERTY = "dbzfs:gtid"
 LSN_PROPERTY = "dbzfs:lsn"
 EMPTY_GTID = "empty"  # the position of a server that wrote nothing: a property is never ""
 LOCK_WAIT_SECONDS = 60  # BACKUP STAGE's wait for a long DDL, not the default year
+WHEN = ("replica", "primary", "always")
+PG_IN_RECOVERY = "SELECT pg_is_in_recovery()"
 PG_POSITION = (
     "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END"
 )
@@ -114,9 +121,11 @@ def due(keep: Mapping[str, int], newest: Mapping[str, int], now: datetime) -> li
     ]
 
 
-def snapshot_names(datasets: Sequence[str], kinds: Iterable[str], now: datetime) -> list[str]:
+def snapshot_names(datasets: Sequence[str], kinds: Iterable[str], now: datetime) -> list[list[str]]:
+    """Per kind, its snapshot of every dataset: one `zfs snapshot` each (a command takes one
+    snapshot per dataset at most)."""
     stamp = now.strftime("%Y-%m-%d_%H:%M:%S")
-    return [f"{ds}@{PREFIX}{stamp}_{kind}" for kind in kinds for ds in datasets]
+    return [[f"{ds}@{PREFIX}{stamp}_{kind}" for ds in datasets] for kind in kinds]
 
 
 def snapshot_command(names: Sequence[str], prop: str, value: str) -> list[str]:
@@ -155,9 +164,10 @@ def run(argv: list[str], timeout: float = 120) -> str:
     return done.stdout
 
 
-def mariadb_snapshot(names: Sequence[str], client: Sequence[str] = ("mariadb",)) -> str:
-    """One client session: commits blocked, the GTID position read, the snapshot taken from this
-    process while the session holds the block, the block released. Returns the position."""
+def mariadb_snapshot(groups: Sequence[Sequence[str]], client: Sequence[str] = ("mariadb",)) -> str:
+    """One client session: commits blocked, the GTID position read, each group's snapshot taken
+    from this process while the session holds the block (they all hold that position), the block
+    released. Returns the position."""
     session = subprocess.Popen(
         [*client, "-NB", "--unbuffered"],
         stdin=subprocess.PIPE,
@@ -177,7 +187,8 @@ def mariadb_snapshot(names: Sequence[str], client: Sequence[str] = ("mariadb",))
             session.wait(timeout=10)
             raise SnapshotError(f"the BACKUP STAGE session failed: {session.stderr.read().strip()}")
         gtid = gtid_checked(line)
-        run(snapshot_command(names, GTID_PROPERTY, gtid))
+        for names in groups:
+            run(snapshot_command(names, GTID_PROPERTY, gtid))
         session.stdin.write("BACKUP STAGE END;\n")
         session.stdin.close()
         if session.wait(timeout=60) != 0:
@@ -189,12 +200,27 @@ def mariadb_snapshot(names: Sequence[str], client: Sequence[str] = ("mariadb",))
             session.wait()
 
 
-def postgresql_snapshot(names: Sequence[str]) -> str:
-    lsn = lsn_checked(
-        run(["runuser", "-u", "postgres", "--", "psql", "-XAtq", "-c", PG_POSITION], timeout=30)
-    )
-    run(snapshot_command(names, LSN_PROPERTY, lsn))
-    return lsn
+def live_role(engine: str) -> str:
+    """ "replica" or "primary", as the server says now."""
+    if engine == "mariadb":
+        return (
+            "replica" if run(["mariadb", "-NB", "-e", "SHOW SLAVE STATUS"], timeout=30).strip() else "primary"
+        )
+    out = run(["runuser", "-u", "postgres", "--", "psql", "-XAtq", "-c", PG_IN_RECOVERY], timeout=30).strip()
+    if out not in ("t", "f"):
+        raise SnapshotError(f"unexpected answer to {PG_IN_RECOVERY}: {out!r}")
+    return "replica" if out == "t" else "primary"
+
+
+def postgresql_snapshot(groups: Sequence[Sequence[str]]) -> str:
+    """Each group's snapshot with the WAL position read just before it. Returns the first's."""
+    psql = ["runuser", "-u", "postgres", "--", "psql", "-XAtq", "-c", PG_POSITION]
+    first = None
+    for names in groups:
+        lsn = lsn_checked(run(psql, timeout=30))
+        run(snapshot_command(names, LSN_PROPERTY, lsn))
+        first = first or lsn
+    return first or ""
 
 
 def parse_keep(values: Iterable[str]) -> dict[str, int]:
@@ -214,25 +240,32 @@ def main(argv: list[str] | None = None) -> int:
         "--dataset", action="append", required=True, help="data dataset first, then the log's"
     )
     parser.add_argument("--keep", action="append", default=[], help="TYPE=COUNT, sanoid's retention")
+    parser.add_argument("--when", choices=WHEN, default="always", help="the role the server must have now")
     args = parser.parse_args(argv)
     keep = parse_keep(args.keep)
     data = args.dataset[0]
     now = datetime.now(UTC).replace(microsecond=0)
     try:
+        if args.when != "always":
+            role = live_role(args.engine)
+            if role != args.when:
+                print(f"db_snapshot: none taken here: the server is a {role} (--when {args.when})")
+                return 0
         listing = run(["zfs", "list", "-Hp", "-t", "snapshot", "-o", "name,creation", "-d", "1", data])
         kinds = due(keep, newest_by_type(listing, data), now)
         if not kinds:
             print(f"db_snapshot: nothing due on {data}")
             return 0
-        names = snapshot_names(args.dataset, kinds, now)
+        groups = snapshot_names(args.dataset, kinds, now)
         started = time.monotonic()
         take = mariadb_snapshot if args.engine == "mariadb" else postgresql_snapshot
-        position = take(names)
+        position = take(groups)
     except (SnapshotError, subprocess.TimeoutExpired, OSError) as exc:
         print(f"db_snapshot: no snapshot taken: {exc}", file=sys.stderr)
         return 1
     what = "GTID" if args.engine == "mariadb" else "LSN"
-    print(f"db_snapshot: took {', '.join(names)} at {what} {position} in {time.monotonic() - started:.1f} s")
+    taken = ", ".join(" ".join(names) for names in groups)
+    print(f"db_snapshot: took {taken} at {what} {position} in {time.monotonic() - started:.1f} s")
     return 0
 
 

@@ -1,13 +1,14 @@
 """What is deployed is what is tested: every file a lab host got from templates/ (and the systemd
-drop-ins and units, the ZFS metrics collector, Prometheus' config and alert rules) is byte for
-byte what roles/render.py and roles/monitoring.py render offline for that host, the code path the
-unit tests check with the real servers."""
+drop-ins and units, the ZFS metrics collector, sanoid's config and the snapshot script,
+Prometheus' config and alert rules) is byte for byte what roles/render.py, roles/monitoring.py and
+roles/snapshots.py render offline for that host, the code path the unit tests check with the real
+servers."""
 
 import base64
 
 import pytest
 
-from roles import fencing, mariadb, monitoring, monitoring_rules, postgresql, render
+from roles import fencing, mariadb, monitoring, monitoring_rules, postgresql, render, snapshots
 from roles.hostdata import HostConfig
 from roles.validation import load_inventory_isolated
 
@@ -41,6 +42,8 @@ def offline_files(inventory) -> dict[str, dict[str, str]]:
             files[fencing.dropin_path(postgresql.UNIT)] = render.fence_dropin()
         files.update(monitoring.units_text(cfg))
         files[monitoring.COLLECTOR] = monitoring.COLLECTOR_SOURCE.read_text()
+        files.update(snapshots.files_text(cfg, peers))
+        files[snapshots.SCRIPT] = snapshots.SCRIPT_SOURCE.read_text()
         if cfg.prometheus_server:
             hosts = list(configs.values())
             files[monitoring.PROMETHEUS_RULES] = monitoring_rules.rules_yaml(hosts, cfg)

@@ -33,6 +33,14 @@ def cfg(host, request) -> HostConfig:
     raise AssertionError(f"host {name!r} is not in {request.config.getoption('--inventory')}")
 
 
+@pytest.fixture(scope="module")
+def members(cfg, request) -> list[HostConfig]:
+    """The host's replication group as the inventory declares it, itself included."""
+    hosts = _inventory(request.config.getoption("--inventory"))
+    configs = [cfg if name == cfg.name else HostConfig.from_data(name, data) for name, data in hosts.items()]
+    return [c for c in configs if c.engine == cfg.engine and c.cluster == cfg.cluster]
+
+
 def pytest_collection_modifyitems(config, items):
     """A module that sets `engine = "mariadb"` (or "postgresql") checks only the hosts whose
     inventory data has that engine, one that sets `only_where = "<key>"` only the hosts whose data

@@ -67,21 +67,28 @@ def test_only_kinds_kept_and_not_taken_in_their_period_are_due():
 
 
 def test_one_name_per_dataset_and_kind_in_sanoids_format():
-    names = s.snapshot_names([DATA, "dbpool/datastore/mysql-log"], ["hourly", "daily"], NOW)
-    assert names == [
-        f"{DATA}@autosnap_2026-12-04_22:37:12_hourly",
-        "dbpool/datastore/mysql-log@autosnap_2026-12-04_22:37:12_hourly",
-        f"{DATA}@autosnap_2026-12-04_22:37:12_daily",
-        "dbpool/datastore/mysql-log@autosnap_2026-12-04_22:37:12_daily",
+    groups = s.snapshot_names([DATA, "dbpool/datastore/mysql-log"], ["hourly", "daily"], NOW)
+    # One `zfs snapshot` per kind: a command takes one snapshot of a dataset at most.
+    assert groups == [
+        [
+            f"{DATA}@autosnap_2026-12-04_22:37:12_hourly",
+            "dbpool/datastore/mysql-log@autosnap_2026-12-04_22:37:12_hourly",
+        ],
+        [
+            f"{DATA}@autosnap_2026-12-04_22:37:12_daily",
+            "dbpool/datastore/mysql-log@autosnap_2026-12-04_22:37:12_daily",
+        ],
     ]
-    assert all(s.snapshot_type(n.split("@")[1]) in ("hourly", "daily") for n in names)
+    assert [s.snapshot_type(n.split("@")[1]) for names in groups for n in names] == ["hourly"] * 2 + [
+        "daily"
+    ] * 2
     # The position is set by the same command that takes them: never a snapshot without it.
-    assert s.snapshot_command(names[:2], s.GTID_PROPERTY, "0-1-5") == [
+    assert s.snapshot_command(groups[0], s.GTID_PROPERTY, "0-1-5") == [
         "zfs",
         "snapshot",
         "-o",
         "dbzfs:gtid=0-1-5",
-        *names[:2],
+        *groups[0],
     ]
 
 
@@ -175,6 +182,10 @@ def test_commits_wait_while_the_snapshot_is_taken_and_the_position_is_exact(mari
     seen = {}
 
     def snapshot_taken(argv, timeout=120):
+        seen.setdefault("commands", []).append(argv)
+        if "writer" in seen:  # the second kind's snapshot: still under the block
+            seen["rows at the second"] = sql(sock, "SELECT count(*) FROM t.rows")
+            return ""
         # What the zfs command would see: a commit started now waits for the block to end.
         writer = threading.Thread(target=sql, args=(sock, "INSERT INTO t.rows VALUES (2)"))
         writer.start()
@@ -186,11 +197,12 @@ def test_commits_wait_while_the_snapshot_is_taken_and_the_position_is_exact(mari
         return ""
 
     monkeypatch.setattr(s, "run", snapshot_taken)
-    names = ["dbpool/datastore/mysql@a", "dbpool/datastore/mysql-log@a"]
-    position = s.mariadb_snapshot(names, client=["mariadb", f"--socket={sock}"])
+    groups = [["dbpool/datastore/mysql@a", "dbpool/datastore/mysql-log@a"], ["dbpool/datastore/mysql@b"]]
+    position = s.mariadb_snapshot(groups, client=["mariadb", f"--socket={sock}"])
     seen["writer"].join(timeout=30)
     assert seen["commit waited"], "a commit went through while the snapshot was being taken"
-    assert seen["rows"] == "1"
+    assert seen["rows"] == seen["rows at the second"] == "1"
+    assert [argv[4:] for argv in seen["commands"]] == groups
     assert position == before  # exactly what the snapshot holds
     assert seen["argv"] == ["zfs", "snapshot", "-o", f"dbzfs:gtid={before}", *seen["argv"][4:]]
     # The block ended with the session: the waiting commit went through.
@@ -207,5 +219,5 @@ def test_a_failed_snapshot_releases_the_block(mariadb_socket, monkeypatch):
 
     monkeypatch.setattr(s, "run", failed)
     with pytest.raises(s.SnapshotError, match="out of space"):
-        s.mariadb_snapshot(["dbpool/datastore/mysql@a"], client=["mariadb", f"--socket={sock}"])
+        s.mariadb_snapshot([["dbpool/datastore/mysql@a"]], client=["mariadb", f"--socket={sock}"])
     sql(sock, "INSERT INTO t.rows VALUES (1)", timeout=10)  # would time out under a held block

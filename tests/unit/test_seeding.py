@@ -1238,7 +1238,7 @@ SOURCE_STEPS = [
 ]
 REPLICA_BEFORE = ["server_stopped", "config_file", "authorized_key", "put_in_place", "dataset", "dataset"]
 REPLICA_BEFORE += ["mounted", "directory", "directory"]
-REPLICA_AFTER = ["authorized_key_removed", "snapshots_destroyed", "replaced_destroyed"]
+REPLICA_AFTER = ["authorized_key_removed", "snapshots_destroyed", "replaced_destroyed", "first_taken"]
 
 
 @pytest.mark.parametrize(

@@ -49,36 +49,48 @@ def test_the_data_chooses_the_hosts(fleet, snapshot_on, expected):
     assert takers(configs(fleet, snapshot_on=snapshot_on)) == expected
 
 
-def test_sanoid_prunes_both_datasets_everywhere_and_monitors_where_they_are_taken(fleet):
+def test_every_host_of_a_group_gets_the_same_files_its_role_decided_at_each_run(fleet):
     cfgs = configs(fleet)
-    replica = snapshots.files_text(cfgs["db2"], takes=True)
-    primary = snapshots.files_text(cfgs["db1"], takes=False)
-    for text in (replica[snapshots.SANOID_CONF], primary[snapshots.SANOID_CONF]):
-        assert "[dbpool/datastore/mysql]\n" in text and "[dbpool/datastore/mysql-log]\n" in text
-        assert "\tautosnap = no\n" in text and "\tautoprune = yes\n" in text
-        assert "\thourly = 36\n" in text and "\tweekly = 0\n" in text  # every kind: no sanoid default
-        assert "[dbpool/datastore]\n" not in text  # the parent's tree holds the rewrite's copies
-    assert "\tmonitor = yes\n" in replica[snapshots.SANOID_CONF]
-    assert "\tmonitor = no\n" in primary[snapshots.SANOID_CONF]
-    assert snapshots.SANOID_DROP_IN in replica and snapshots.SANOID_DROP_IN not in primary
+    members = [c for c in cfgs.values() if c.engine == "mariadb"]
+    replica, primary = (snapshots.files_text(cfgs[n], members) for n in ("db2", "db1"))
+    assert replica.keys() == primary.keys()
+    for path in replica:  # but the host's name in a comment
+        assert replica[path].replace("db2", "db1") == primary[path], path
+    conf = replica[snapshots.SANOID_CONF]
+    assert "[dbpool/datastore/mysql]\n" in conf and "[dbpool/datastore/mysql-log]\n" in conf
+    assert "\tautosnap = no\n" in conf and "\tautoprune = yes\n" in conf and "\tmonitor = no\n" in conf
+    assert "\thourly = 36\n" in conf and "\tweekly = 0\n" in conf  # every kind: no sanoid default
+    assert "[dbpool/datastore]\n" not in conf  # the parent's tree holds the rewrite's copies
+    assert "--when replica" in replica[f"/etc/systemd/system/{snapshots.UNIT}"]
+    assert "Wants=dbzfs-snapshot.service" in replica[snapshots.SANOID_DROP_IN]
+
+
+def test_a_group_without_replicas_takes_them_in_any_role_and_none_takes_none(fleet):
+    del fleet["db2"]
+    cfg = configs(fleet)["db1"]
+    assert "--when always" in snapshots.files_text(cfg, [cfg])[f"/etc/systemd/system/{snapshots.UNIT}"]
+    cfgs = configs(fleet, snapshot_on="none")
+    assert snapshots.SANOID_DROP_IN not in snapshots.files_text(cfgs["db1"], [cfgs["db1"]])
 
 
 def test_the_units_command_line_is_what_the_script_reads(fleet, monkeypatch):
-    cfg = configs(fleet)["pg2"]
-    unit = snapshots.files_text(cfg, takes=True)[f"/etc/systemd/system/{snapshots.UNIT}"]
+    cfgs = configs(fleet)
+    texts = snapshots.files_text(cfgs["pg2"], [cfgs["pg1"], cfgs["pg2"]])
+    unit = texts[f"/etc/systemd/system/{snapshots.UNIT}"]
     line = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
     argv = shlex.split(line.removeprefix("ExecStart="))
     assert argv[:2] == ["/usr/bin/python3", snapshots.SCRIPT]
     seen = {}
     monkeypatch.setattr(db_snapshot, "run", lambda argv, timeout=120: seen.setdefault("argv", argv) and "")
+    monkeypatch.setattr(
+        db_snapshot, "live_role", lambda engine: seen.setdefault("engine", engine) and "replica"
+    )
     monkeypatch.setattr(db_snapshot, "due", lambda keep, newest, now: seen.setdefault("keep", keep) and [])
     assert db_snapshot.main(argv[2:]) == 0
+    assert seen["engine"] == "postgresql"  # asked: --when replica
     assert seen["argv"][-1] == "dbpool/datastore/postgresql"  # what it lists: the data dataset's
     assert seen["keep"] == {"hourly": 36, "daily": 30, "monthly": 3}
-    assert (
-        "--engine postgresql --dataset dbpool/datastore/postgresql --dataset dbpool/datastore/postgresql-wal"
-        in line
-    )
+    assert "--dataset dbpool/datastore/postgresql --dataset dbpool/datastore/postgresql-wal" in line
     assert "After=zfs-mount.service postgresql@15-main.service" in unit
 
 
@@ -127,3 +139,11 @@ def test_the_snapshot_fact_reads_zfs_list():
         {"name": "dbpool/datastore/mysql@a", "creation": 1796421603}
     ]
     assert "-d 1 dbpool/datastore/mysql" in str(fact.command("dbpool/datastore/mysql"))
+
+
+def test_the_script_takes_none_in_the_other_role(monkeypatch, capsys):
+    monkeypatch.setattr(db_snapshot, "live_role", lambda engine: "primary")
+    monkeypatch.setattr(db_snapshot, "run", lambda argv, timeout=120: pytest.fail(f"ran {argv}"))
+    argv = ["--engine", "mariadb", "--when", "replica", "--dataset", "p/d", "--keep", "hourly=1"]
+    assert db_snapshot.main(argv) == 0
+    assert "none taken here: the server is a primary (--when replica)" in capsys.readouterr().out

@@ -1,0 +1,98 @@
+"""Snapshots on the lab after the converge (roles/snapshots.py): the replicas db2 and pg2 take
+them, the primaries do not, and tests/infra/test_snapshots.py passes on every VM (sanoid's own
+freshness monitor, one atomic snapshot of the data and log datasets, the position on it). Then,
+while each primary commits rows, its replica takes one more snapshot of a kind the retention does
+not keep (`frequently`): it holds the position, replication goes on, and sanoid prunes that
+snapshot by its kind and keeps the rest."""
+
+import re
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+SCRIPT = "/usr/local/lib/dbzfs/db_snapshot.py"
+ROWS = 300
+ENGINES = {
+    "mariadb": {
+        "primary": "db1",
+        "replica": "db2",
+        "datasets": ["dbpool/datastore/mysql", "dbpool/datastore/mysql-log"],
+        "property": "dbzfs:gtid",
+        "setup": "mariadb -e 'CREATE DATABASE snaptest; CREATE TABLE snaptest.t (id INT PRIMARY KEY)'",
+        "writes": f'for i in $(seq {ROWS}); do mariadb -e "INSERT INTO snaptest.t VALUES ($i)"; done',
+        "count": "mariadb -NB -e 'SELECT count(*) FROM snaptest.t'",
+        "cleanup": "mariadb -e 'DROP DATABASE snaptest'",
+    },
+    "postgresql": {
+        "primary": "pg1",
+        "replica": "pg2",
+        "datasets": ["dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"],
+        "property": "dbzfs:lsn",
+        "setup": "cd / && runuser -u postgres -- psql -Xqc 'CREATE TABLE snaptest (id int PRIMARY KEY)'",
+        "writes": f"cd / && for i in $(seq {ROWS}); do runuser -u postgres -- psql -Xqc "
+        f'"INSERT INTO snaptest VALUES ($i)"; done',
+        "count": "cd / && runuser -u postgres -- psql -XAtc 'SELECT count(*) FROM snaptest'",
+        "cleanup": "cd / && runuser -u postgres -- psql -Xqc 'DROP TABLE snaptest'",
+    },
+}
+
+
+def test_testinfra_checks_pass(converged):
+    result = converged.testinfra("tests/infra/test_snapshots.py")
+    assert result.ok, result.stdout[-6000:] + result.stderr[-2000:]
+    assert re.search(r"\b\d+ passed\b", result.stdout) and " failed" not in result.stdout
+    for primary in ("db1", "pg1"):  # what the data says: the replicas take them
+        out = converged.check(
+            primary, "zfs list -H -t snapshot -o name -r dbpool | grep -c @autosnap_ || true"
+        )
+        assert out.strip() == "0", (primary, out)
+
+
+def autosnaps(lab, name, dataset, kind):
+    out = lab.check(name, f"zfs list -H -t snapshot -o name -d 1 {dataset}")
+    return [line for line in out.splitlines() if line.endswith(f"_{kind}") and "@autosnap_" in line]
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_a_snapshot_under_writes_then_pruned_by_its_kind(converged, timings, engine):
+    e = ENGINES[engine]
+    primary, replica = e["primary"], e["replica"]
+    data, log = e["datasets"]
+    converged.check(primary, e["setup"])
+    writer = threading.Thread(target=converged.check, args=(primary, e["writes"]), kwargs={"timeout": 900})
+    writer.start()
+    try:
+        time.sleep(5)  # into the write stream
+        assert autosnaps(converged, replica, data, "frequently") == []
+        t0 = time.monotonic()
+        out = converged.check(
+            replica,
+            f"python3 {SCRIPT} --engine {engine} --dataset {data} --dataset {log} --keep frequently=1",
+        )
+        timings[f"{replica}: a snapshot while {primary} commits (s)"] = time.monotonic() - t0
+        assert "db_snapshot: took" in out, out
+        [taken] = autosnaps(converged, replica, data, "frequently")
+        snap = taken.split("@")[1]
+        props = converged.check(
+            replica, f"zfs get -H -o value createtxg,{e['property']} {data}@{snap} {log}@{snap}"
+        ).split()
+        assert props[0] == props[1] and props[2] == props[3] and props[2] != "-", (
+            props
+        )  # one txg, one position
+    finally:
+        writer.join(timeout=900)
+    # Replication went on through the snapshot: every row on the replica.
+    deadline = time.monotonic() + 180
+    while converged.run(replica, e["count"]).stdout.strip() != str(ROWS):
+        assert time.monotonic() < deadline, converged.run(replica, e["count"]).stdout
+        time.sleep(3)
+    converged.check(primary, e["cleanup"])
+    # sanoid keeps no `frequently` snapshot (its count is 0): pruned; the hourly ones stay.
+    hourly = autosnaps(converged, replica, data, "hourly")
+    converged.check(replica, "sanoid --force-update && sanoid --prune-snapshots --verbose")
+    assert autosnaps(converged, replica, data, "frequently") == []
+    assert autosnaps(converged, replica, log, "frequently") == []
+    assert autosnaps(converged, replica, data, "hourly") == hourly != []
