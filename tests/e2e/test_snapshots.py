@@ -15,27 +15,31 @@ pytestmark = pytest.mark.e2e
 
 SCRIPT = "/usr/local/lib/dbzfs/db_snapshot.py"
 ROWS = 300
+PRUNE = "sanoid --force-update && sanoid --prune-snapshots --verbose"  # its cache: 15 minutes
 ENGINES = {
     "mariadb": {
         "primary": "db1",
         "replica": "db2",
         "datasets": ["dbpool/datastore/mysql", "dbpool/datastore/mysql-log"],
         "property": "dbzfs:gtid",
-        "setup": "mariadb -e 'CREATE DATABASE snaptest; CREATE TABLE snaptest.t (id INT PRIMARY KEY)'",
-        "writes": f'for i in $(seq {ROWS}); do mariadb -e "INSERT INTO snaptest.t VALUES ($i)"; done',
+        "setup": "mariadb -e 'DROP DATABASE IF EXISTS snaptest; CREATE DATABASE snaptest;"
+        " CREATE TABLE snaptest.t (id INT PRIMARY KEY)'",
+        # One session, a commit every ~50 ms: the stream outlasts the snapshot taken into it.
+        "writes": f"seq {ROWS} | sed 's/.*/INSERT INTO snaptest.t VALUES (&); DO SLEEP(0.05);/' | mariadb",
         "count": "mariadb -NB -e 'SELECT count(*) FROM snaptest.t'",
-        "cleanup": "mariadb -e 'DROP DATABASE snaptest'",
+        "cleanup": "mariadb -e 'DROP DATABASE IF EXISTS snaptest'",
     },
     "postgresql": {
         "primary": "pg1",
         "replica": "pg2",
         "datasets": ["dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"],
         "property": "dbzfs:lsn",
-        "setup": "cd / && runuser -u postgres -- psql -Xqc 'CREATE TABLE snaptest (id int PRIMARY KEY)'",
-        "writes": f"cd / && for i in $(seq {ROWS}); do runuser -u postgres -- psql -Xqc "
-        f'"INSERT INTO snaptest VALUES ($i)"; done',
+        "setup": "cd / && runuser -u postgres -- psql -Xq -c 'DROP TABLE IF EXISTS snaptest'"
+        " -c 'CREATE TABLE snaptest (id int PRIMARY KEY)'",
+        "writes": f"cd / && seq {ROWS} | sed 's/.*/INSERT INTO snaptest VALUES (&); SELECT pg_sleep(0.05);/'"
+        " | runuser -u postgres -- psql -Xq -v ON_ERROR_STOP=1 >/dev/null",
         "count": "cd / && runuser -u postgres -- psql -XAtc 'SELECT count(*) FROM snaptest'",
-        "cleanup": "cd / && runuser -u postgres -- psql -Xqc 'DROP TABLE snaptest'",
+        "cleanup": "cd / && runuser -u postgres -- psql -Xqc 'DROP TABLE IF EXISTS snaptest'",
     },
 }
 
@@ -65,34 +69,36 @@ def test_a_snapshot_under_writes_then_pruned_by_its_kind(converged, timings, eng
     writer = threading.Thread(target=converged.check, args=(primary, e["writes"]), kwargs={"timeout": 900})
     writer.start()
     try:
-        time.sleep(5)  # into the write stream
+        converged.check(replica, PRUNE)  # a run cut short may have left one
         assert autosnaps(converged, replica, data, "frequently") == []
+        time.sleep(3)  # into the write stream
         t0 = time.monotonic()
         out = converged.check(
             replica,
-            f"python3 {SCRIPT} --engine {engine} --dataset {data} --dataset {log} --keep frequently=1",
+            f"python3 {SCRIPT} --engine {engine} --when replica --dataset {data} --dataset {log}"
+            " --keep frequently=1",
         )
         timings[f"{replica}: a snapshot while {primary} commits (s)"] = time.monotonic() - t0
         assert "db_snapshot: took" in out, out
         [taken] = autosnaps(converged, replica, data, "frequently")
         snap = taken.split("@")[1]
-        props = converged.check(
+        # The data's createtxg and position, then the log's: one transaction group, one position.
+        txg, position, log_txg, log_position = converged.check(
             replica, f"zfs get -H -o value createtxg,{e['property']} {data}@{snap} {log}@{snap}"
         ).split()
-        assert props[0] == props[1] and props[2] == props[3] and props[2] != "-", (
-            props
-        )  # one txg, one position
+        assert txg == log_txg and position == log_position != "-"
+        writer.join(timeout=900)
+        # Replication went on through the snapshot: every row on the replica.
+        deadline = time.monotonic() + 180
+        while converged.run(replica, e["count"]).stdout.strip() != str(ROWS):
+            assert time.monotonic() < deadline, converged.run(replica, e["count"]).stdout
+            time.sleep(3)
     finally:
         writer.join(timeout=900)
-    # Replication went on through the snapshot: every row on the replica.
-    deadline = time.monotonic() + 180
-    while converged.run(replica, e["count"]).stdout.strip() != str(ROWS):
-        assert time.monotonic() < deadline, converged.run(replica, e["count"]).stdout
-        time.sleep(3)
-    converged.check(primary, e["cleanup"])
+        converged.check(primary, e["cleanup"])
     # sanoid keeps no `frequently` snapshot (its count is 0): pruned; the hourly ones stay.
     hourly = autosnaps(converged, replica, data, "hourly")
-    converged.check(replica, "sanoid --force-update && sanoid --prune-snapshots --verbose")
+    converged.check(replica, PRUNE)
     assert autosnaps(converged, replica, data, "frequently") == []
     assert autosnaps(converged, replica, log, "frequently") == []
     assert autosnaps(converged, replica, data, "hourly") == hourly != []
