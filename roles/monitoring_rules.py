@@ -164,8 +164,9 @@ ALERTS: dict[str, Alert] = {
     "ZfsSnapshotTooOld": Alert(
         "30m",
         "warning",
-        "A dataset's newest snapshot is older than snapshot_max_age_hours.",
-        "Check the snapshot job on the host and its log; take a snapshot by hand if needed.",
+        "A dataset's newest snapshot is older than snapshot_max_age_hours on a host that takes them.",
+        "Check journalctl -u dbzfs-snapshot and sanoid.timer on the host; take the due ones by hand: "
+        "systemctl start dbzfs-snapshot.",
     ),
     "ZfsMetricsCollectorFailing": Alert(
         "10m",
@@ -358,7 +359,15 @@ def _zfs(r: _Rules, hosts: list[HostConfig]) -> None:
 
     for hours, names in _by_value(hosts, lambda h: h.monitoring.snapshot_max_age_hours):
         newest = _selector("dbzfs_zfs_newest_snapshot_timestamp_seconds", "node", names)
-        r.add(group, "ZfsSnapshotTooOld", f"time() - {newest} > {hours * 3600}", threshold=f"{hours}h")
+        # Not on a host whose snapshot job says it takes none in its server's present role (a
+        # replica promoted keeps its old snapshots until sanoid ages them out).
+        not_taken = _selector("dbzfs_snapshots_taken_here", "node", names)
+        r.add(
+            group,
+            "ZfsSnapshotTooOld",
+            f"time() - {newest} > {hours * 3600}\nunless on(instance) {not_taken} == 0",
+            threshold=f"{hours}h",
+        )
 
     # The collector, one of three ways (one alert per host, its `problem` label says which): its
     # last run failed (it writes success 0 and keeps the last success's time); it has not run for

@@ -39,6 +39,9 @@ PACKAGE = "sanoid"
 SCRIPT_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "db_snapshot.py"
 SCRIPT = "/usr/local/lib/dbzfs/db_snapshot.py"
 UNIT = "dbzfs-snapshot.service"
+# For node_exporter's textfile collector (roles/monitoring.py's TEXTFILE_DIR): whether the host
+# takes them in its server's role now, which the snapshot age alert reads.
+METRICS = "/var/lib/prometheus/node-exporter/dbzfs_snapshots.prom"
 SANOID_CONF = "/etc/sanoid/sanoid.conf"
 SANOID_DROP_IN = "/etc/systemd/system/sanoid.service.d/dbzfs.conf"
 SERVER_UNIT = {
@@ -94,6 +97,7 @@ def files_text(cfg: HostConfig, members: Sequence[HostConfig]) -> dict[str, str]
                 "server_unit": SERVER_UNIT[cfg.engine],
                 "script": SCRIPT,
                 "when": mode or "always",
+                "metrics": METRICS,
                 "datasets": datasets(cfg),
                 "retention": kept,
             },

@@ -42,8 +42,10 @@ Python 3.11 standard library only (Debian 12's python3); the pure functions are 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -60,6 +62,13 @@ PG_IN_RECOVERY = "SELECT pg_is_in_recovery()"
 PG_POSITION = (
     "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END"
 )
+
+
+METRICS = {
+    "dbzfs_snapshots_taken_here": "1 when this host takes its engine's snapshots in the role its "
+    "server has now (dbzfs-snapshot --when), else 0.",
+    "dbzfs_snapshots_success": "1 when the last run of dbzfs-snapshot succeeded, else 0.",
+}
 
 
 class SnapshotError(RuntimeError):
@@ -223,6 +232,31 @@ def postgresql_snapshot(groups: Sequence[Sequence[str]]) -> str:
     return first or ""
 
 
+def metrics_text(taken_here: bool, success: bool) -> str:
+    values = {"dbzfs_snapshots_taken_here": int(taken_here), "dbzfs_snapshots_success": int(success)}
+    return "".join(
+        f"# HELP {name} {METRICS[name]}\n# TYPE {name} gauge\n{name} {value}\n"
+        for name, value in values.items()
+    )
+
+
+def write_metrics(path: str | None, taken_here: bool, success: bool) -> None:
+    """For node_exporter's textfile collector, atomically (a dot file, then renamed): the alerts
+    on snapshot age read it to know which hosts take them now."""
+    if not path:
+        return
+    directory, base = os.path.split(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(metrics_text(taken_here, success))
+            os.fchmod(handle.fileno(), 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
 def parse_keep(values: Iterable[str]) -> dict[str, int]:
     keep = {}
     for value in values:
@@ -241,32 +275,40 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep", action="append", default=[], help="TYPE=COUNT, sanoid's retention")
     parser.add_argument("--when", choices=WHEN, default="always", help="the role the server must have now")
+    parser.add_argument("--metrics", help="a .prom file for node_exporter's textfile collector")
     args = parser.parse_args(argv)
     keep = parse_keep(args.keep)
-    data = args.dataset[0]
-    now = datetime.now(UTC).replace(microsecond=0)
     try:
-        if args.when != "always":
-            role = live_role(args.engine)
-            if role != args.when:
-                print(f"db_snapshot: none taken here: the server is a {role} (--when {args.when})")
-                return 0
-        listing = run(["zfs", "list", "-Hp", "-t", "snapshot", "-o", "name,creation", "-d", "1", data])
-        kinds = due(keep, newest_by_type(listing, data), now)
-        if not kinds:
-            print(f"db_snapshot: nothing due on {data}")
-            return 0
-        groups = snapshot_names(args.dataset, kinds, now)
-        started = time.monotonic()
-        take = mariadb_snapshot if args.engine == "mariadb" else postgresql_snapshot
-        position = take(groups)
+        taken_here, message = take_due(args.engine, args.when, args.dataset, keep)
     except (SnapshotError, subprocess.TimeoutExpired, OSError) as exc:
         print(f"db_snapshot: no snapshot taken: {exc}", file=sys.stderr)
+        # Which role the server has is unknown: counted as taking them, so that their age is
+        # still watched while this fails.
+        write_metrics(args.metrics, taken_here=True, success=False)
         return 1
-    what = "GTID" if args.engine == "mariadb" else "LSN"
-    taken = ", ".join(" ".join(names) for names in groups)
-    print(f"db_snapshot: took {taken} at {what} {position} in {time.monotonic() - started:.1f} s")
+    print(f"db_snapshot: {message}")
+    write_metrics(args.metrics, taken_here=taken_here, success=True)
     return 0
+
+
+def take_due(engine: str, when: str, datasets: Sequence[str], keep: Mapping[str, int]) -> tuple[bool, str]:
+    """(whether this host takes them in its server's role now, what was done)."""
+    data = datasets[0]
+    now = datetime.now(UTC).replace(microsecond=0)
+    if when != "always":
+        role = live_role(engine)
+        if role != when:
+            return False, f"none taken here: the server is a {role} (--when {when})"
+    listing = run(["zfs", "list", "-Hp", "-t", "snapshot", "-o", "name,creation", "-d", "1", data])
+    kinds = due(keep, newest_by_type(listing, data), now)
+    if not kinds:
+        return True, f"nothing due on {data}"
+    groups = snapshot_names(datasets, kinds, now)
+    started = time.monotonic()
+    position = (mariadb_snapshot if engine == "mariadb" else postgresql_snapshot)(groups)
+    what = "GTID" if engine == "mariadb" else "LSN"
+    taken = ", ".join(" ".join(names) for names in groups)
+    return True, f"took {taken} at {what} {position} in {time.monotonic() - started:.1f} s"
 
 
 if __name__ == "__main__":

@@ -55,6 +55,30 @@ def test_testinfra_checks_pass(converged):
         assert out.strip() == "0", (primary, out)
 
 
+def test_a_primary_runs_the_job_and_takes_none(converged):
+    """The same unit everywhere; the server's live role decides (--when replica), and the job
+    tells the alerts so."""
+    for primary, replica in (("db1", "db2"), ("pg1", "pg2")):
+        for name in (primary, replica):
+            converged.check(name, "systemctl start dbzfs-snapshot.service")
+        out = converged.check(primary, "journalctl -o cat -n 5 -u dbzfs-snapshot")
+        assert "none taken here: the server is a primary (--when replica)" in out, out
+        metrics = {
+            name: converged.check(name, "grep -v '^#' /var/lib/prometheus/node-exporter/dbzfs_snapshots.prom")
+            for name in (primary, replica)
+        }
+        assert metrics[primary].split("\n")[0] == "dbzfs_snapshots_taken_here 0", metrics
+        assert metrics[replica].split("\n")[0] == "dbzfs_snapshots_taken_here 1", metrics
+        assert (
+            "dbzfs_snapshots_success 1" in metrics[primary]
+            and "dbzfs_snapshots_success 1" in metrics[replica]
+        )
+        out = converged.check(
+            primary, "zfs list -H -t snapshot -o name -r dbpool | grep -c @autosnap_ || true"
+        )
+        assert out.strip() == "0", (primary, out)
+
+
 def autosnaps(lab, name, dataset, kind):
     out = lab.check(name, f"zfs list -H -t snapshot -o name -d 1 {dataset}")
     return [line for line in out.splitlines() if line.endswith(f"_{kind}") and "@autosnap_" in line]

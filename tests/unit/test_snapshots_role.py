@@ -73,7 +73,7 @@ def test_a_group_without_replicas_takes_them_in_any_role_and_none_takes_none(fle
     assert snapshots.SANOID_DROP_IN not in snapshots.files_text(cfgs["db1"], [cfgs["db1"]])
 
 
-def test_the_units_command_line_is_what_the_script_reads(fleet, monkeypatch):
+def test_the_units_command_line_is_what_the_script_reads(fleet, monkeypatch, tmp_path):
     cfgs = configs(fleet)
     texts = snapshots.files_text(cfgs["pg2"], [cfgs["pg1"], cfgs["pg2"]])
     unit = texts[f"/etc/systemd/system/{snapshots.UNIT}"]
@@ -86,7 +86,12 @@ def test_the_units_command_line_is_what_the_script_reads(fleet, monkeypatch):
         db_snapshot, "live_role", lambda engine: seen.setdefault("engine", engine) and "replica"
     )
     monkeypatch.setattr(db_snapshot, "due", lambda keep, newest, now: seen.setdefault("keep", keep) and [])
+    metrics = tmp_path / "dbzfs_snapshots.prom"
+    assert argv[argv.index("--metrics") + 1] == snapshots.METRICS
+    argv[argv.index("--metrics") + 1] = str(metrics)
     assert db_snapshot.main(argv[2:]) == 0
+    assert "dbzfs_snapshots_taken_here 1\n" in metrics.read_text()
+    assert "dbzfs_snapshots_success 1\n" in metrics.read_text()
     assert seen["engine"] == "postgresql"  # asked: --when replica
     assert seen["argv"][-1] == "dbpool/datastore/postgresql"  # what it lists: the data dataset's
     assert seen["keep"] == {"hourly": 36, "daily": 30, "monthly": 3}
@@ -141,9 +146,24 @@ def test_the_snapshot_fact_reads_zfs_list():
     assert "-d 1 dbpool/datastore/mysql" in str(fact.command("dbpool/datastore/mysql"))
 
 
-def test_the_script_takes_none_in_the_other_role(monkeypatch, capsys):
+def test_the_script_takes_none_in_the_other_role_and_says_so_to_the_alerts(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(db_snapshot, "live_role", lambda engine: "primary")
     monkeypatch.setattr(db_snapshot, "run", lambda argv, timeout=120: pytest.fail(f"ran {argv}"))
+    metrics = tmp_path / "m.prom"
     argv = ["--engine", "mariadb", "--when", "replica", "--dataset", "p/d", "--keep", "hourly=1"]
-    assert db_snapshot.main(argv) == 0
+    assert db_snapshot.main([*argv, "--metrics", str(metrics)]) == 0
     assert "none taken here: the server is a primary (--when replica)" in capsys.readouterr().out
+    assert "dbzfs_snapshots_taken_here 0\n" in metrics.read_text()
+
+
+def test_a_failed_run_says_so_to_the_alerts(monkeypatch, tmp_path):
+    def fails(engine):
+        raise db_snapshot.SnapshotError("the server did not answer")
+
+    monkeypatch.setattr(db_snapshot, "live_role", fails)
+    metrics = tmp_path / "m.prom"
+    argv = ["--engine", "mariadb", "--when", "replica", "--dataset", "p/d", "--keep", "hourly=1"]
+    assert db_snapshot.main([*argv, "--metrics", str(metrics)]) == 1
+    text = metrics.read_text()
+    assert "dbzfs_snapshots_success 0\n" in text and "dbzfs_snapshots_taken_here 1\n" in text
+    assert "# TYPE dbzfs_snapshots_success gauge\n" in text
