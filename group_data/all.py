@@ -146,10 +146,11 @@ zfs_module_params = {}
 
 # --- Snapshots (roles/snapshots.py) -----------------------------------------------------------
 
-# Which hosts take the engine's snapshots (one atomic `zfs snapshot` of its data and log datasets,
-# with the GTID or LSN they hold, every 15 minutes when one is due): "replica" (the replicas,
-# keeping the load off the primary; a primary takes them when no replica follows it), "primary",
-# "every_host", or "none". Every host's sanoid prunes what it holds, by snapshot_retention.
+# Where the engine's snapshots are taken (one atomic `zfs snapshot` of its data and log datasets,
+# with the GTID or LSN they hold, every 15 minutes when one is due): "replica" (on the servers
+# that are replicas when the job runs, keeping the load off the primary; a group without replicas
+# takes them on its primary), "primary", "every_host", or "none". Every host's sanoid prunes what
+# it holds, by snapshot_retention.
 snapshot_on = "replica"
 # Per engine: how many snapshots of each kind sanoid keeps (its names: frequently (every 15
 # minutes), hourly, daily, weekly, monthly, yearly; 0 or absent: none of that kind).

@@ -20,6 +20,22 @@ def require(path) -> str:
     return str(path)
 
 
+def mariadb_install_db(data: Path, *options: str) -> None:
+    """A new MariaDB data directory, root's account unprotected (the tests are its only users)."""
+    subprocess.run(
+        [
+            require(Path("/usr/bin/mariadb-install-db")),
+            "--no-defaults",
+            f"--datadir={data}",
+            "--user=root",
+            *options,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
 def as_postgres(argv: list[str]) -> list[str]:
     """argv run as the postgres account when root (postgres refuses to run as root)."""
     return (["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []) + argv

@@ -5,13 +5,12 @@ import hashlib
 import random
 import subprocess
 import zlib
-from pathlib import Path
 
 import pytest
 
 from bench import datagen
 
-from tests.unit.real_servers import MARIADBD, PG_BIN, as_postgres, require
+from tests.unit.real_servers import MARIADBD, PG_BIN, as_postgres, mariadb_install_db, require
 
 
 def text(model, engine, rows, seed=1, **kw):
@@ -112,19 +111,7 @@ def test_postgresql_loads_both_models(postgres_dir):
 
 def test_mariadb_loads_both_models(tmp_path):
     data = tmp_path / "data"
-    subprocess.run(
-        [
-            require(Path("/usr/bin/mariadb-install-db")),
-            "--no-defaults",
-            f"--datadir={data}",
-            "--user=root",
-            "--auth-root-authentication-method=normal",
-            "--skip-test-db",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    mariadb_install_db(data, "--auth-root-authentication-method=normal", "--skip-test-db")
     out = tmp_path / "counts.txt"
     # bootstrap mode takes statements of at most 60,000 bytes: small batches
     script = "CREATE DATABASE bench;\nUSE bench;\n"

@@ -6,14 +6,13 @@ import subprocess
 import threading
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 from roles import snapshots
 from roles.host_scripts import db_snapshot as s
 
-from tests.unit.real_servers import MARIADBD, require
+from tests.unit.real_servers import MARIADBD, mariadb_install_db, require
 
 NOW = datetime(2026, 12, 4, 22, 37, 12, tzinfo=UTC)  # a Friday
 DATA = "dbpool/datastore/mysql"
@@ -125,18 +124,7 @@ def test_retention_is_taken_as_sanoid_counts_it():
 def mariadb_socket(tmp_path):
     """A throwaway mariadbd with its binlog on (GTIDs), listening on a socket only."""
     data = tmp_path / "data"
-    subprocess.run(
-        [
-            require(Path("/usr/bin/mariadb-install-db")),
-            "--no-defaults",
-            f"--datadir={data}",
-            "--user=root",
-            "--skip-test-db",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    mariadb_install_db(data, "--skip-test-db")
     sock = tmp_path / "mysqld.sock"
     server = subprocess.Popen(
         [
