@@ -39,6 +39,7 @@ PACKAGE = "sanoid"
 SCRIPT_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "db_snapshot.py"
 SCRIPT = "/usr/local/lib/dbzfs/db_snapshot.py"
 UNIT = "dbzfs-snapshot.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT}"
 # For node_exporter's textfile collector (roles/monitoring.py's TEXTFILE_DIR): whether the host
 # takes them in its server's role now, which the snapshot age alert reads.
 METRICS = "/var/lib/prometheus/node-exporter/dbzfs_snapshots.prom"
@@ -83,27 +84,28 @@ def datasets(cfg: HostConfig) -> list[str]:
 
 def files_text(cfg: HostConfig, members: Sequence[HostConfig]) -> dict[str, str]:
     """path -> text of the files the role writes: the same on every host of a group, whatever
-    its role (the snapshot script asks the server for that at each run)."""
+    its role (the snapshot job asks the server for that at each run); sanoid's config alone with
+    snapshot_on = "none" (it still prunes what the host holds)."""
     kept = {kind: count for kind, count in retention(cfg).items() if count}
     mode = when(cfg, members)
     texts = {
         SANOID_CONF: render.render(
             "sanoid.conf.j2", {"host": cfg.name, "datasets": datasets(cfg), "retention": retention(cfg)}
         ),
-        f"/etc/systemd/system/{UNIT}": render.render(
+    }
+    if mode:
+        texts[UNIT_PATH] = render.render(
             "dbzfs-snapshot.service.j2",
             {
                 "engine": cfg.engine,
                 "server_unit": SERVER_UNIT[cfg.engine],
                 "script": SCRIPT,
-                "when": mode or "always",
+                "when": mode,
                 "metrics": METRICS,
                 "datasets": datasets(cfg),
                 "retention": kept,
             },
-        ),
-    }
-    if mode:
+        )
         texts[SANOID_DROP_IN] = render.render("sanoid-drop-in.conf.j2", {"unit": UNIT, "when": mode})
     return texts
 
@@ -120,17 +122,16 @@ def schedule() -> None:
         files={**texts, SCRIPT: SCRIPT_SOURCE.read_text()},
         modes={SCRIPT: "755"},
     )
-    if SANOID_DROP_IN not in texts:
-        files.file(name=f"{SANOID_DROP_IN} absent: snapshot_on is none", path=SANOID_DROP_IN, present=False)
+    for path in (UNIT_PATH, SANOID_DROP_IN):
+        if path not in texts:
+            files.file(name=f"{path} absent: snapshot_on is none", path=path, present=False)
     units.current(
         name="sanoid.timer running, enabled",
         units={"sanoid.timer": []},
-        loaded=["sanoid.service", UNIT],
+        loaded=["sanoid.service", UNIT] if UNIT_PATH in texts else ["sanoid.service"],
     )
-    if takes_snapshots(cfg, members):
-        snapshot_ops.first_taken(
-            name="The first snapshot", dataset=cfg.dataset_name(cfg.data_dataset), unit=UNIT
-        )
+    if UNIT_PATH in texts:
+        snapshot_ops.first_run(name="The snapshot job's first run", unit=UNIT, marker=METRICS)
 
 
 def retaken(cfg: HostConfig, applies: bool = True, why_not: str = "") -> None:
@@ -146,3 +147,9 @@ def retaken(cfg: HostConfig, applies: bool = True, why_not: str = "") -> None:
         dataset=cfg.dataset_name(cfg.data_dataset),
         unit=UNIT,
     )
+
+
+def follow_role(cfg: HostConfig) -> None:
+    """After a switchover: the job run on every host of the group, so that the snapshots follow
+    the roles at once (the new replica takes its first ones, the new primary takes none)."""
+    snapshot_ops.job_run(name="The snapshot job run in the new roles", unit=UNIT)

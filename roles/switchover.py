@@ -26,7 +26,7 @@ from pyinfra import host, inventory, logger, state
 from pyinfra.api import BaseStateCallback
 from pyinfra.api.exceptions import PyinfraError
 
-from roles import engine, preflight
+from roles import engine, preflight, snapshots
 from roles.hostdata import HostConfig
 from roles.validation import Problem, format_problems
 
@@ -224,3 +224,4 @@ def run() -> None:
         return
     checked(cfg, group, new_primary, lambda: procedure.live_problems(group, new_primary, max_lag))
     procedure.steps(cfg, group, new_primary)
+    snapshots.follow_role(cfg)

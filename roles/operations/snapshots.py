@@ -6,6 +6,7 @@ from collections.abc import Generator
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.facts.files import File
 
 from roles.facts.zfs import ZfsSnapshots
 
@@ -13,11 +14,48 @@ AUTOSNAP = "autosnap_"
 
 
 @operation()
+def first_run(unit: str, marker: str) -> Generator[StringCommand, None, None]:
+    """
+    The snapshot job's first run, at the converge that sets it up: on a host whose server is in
+    the role that takes them, the first snapshots (a backup from the converge on, not from the
+    next quarter hour); elsewhere the job says it takes none. Nothing once the job has run here
+    (`marker`, the file it writes at each run, exists): later runs are the timer's.
+
+    + unit: the oneshot service (dbzfs-snapshot.service)
+    + marker: the file each run of it writes
+    """
+    if host.get_fact(File, path=marker):
+        host.noop(f"{unit} has run on this host ({marker})")
+        return
+    yield from _started(unit)
+
+
+@operation(is_idempotent=False)
+def job_run(unit: str) -> Generator[StringCommand, None, None]:
+    """
+    The snapshot job run now, where it is installed: after a switchover, the host that became a
+    replica takes its snapshots at once and the new primary stops (the job asks the server its
+    role). Nothing on a host without the job.
+
+    + unit: the oneshot service (dbzfs-snapshot.service)
+    """
+    yield StringCommand(
+        "if systemctl cat", QuoteString(unit), ">/dev/null 2>&1; then", *_started(unit), "; fi"
+    )
+
+
+def _started(unit: str) -> list[StringCommand]:
+    # A oneshot's start returns when its run ends, and fails when the run fails.
+    return [
+        StringCommand("systemctl start", QuoteString(unit), "&& journalctl -o cat -n 3 -u", QuoteString(unit))
+    ]
+
+
+@operation()
 def first_taken(dataset: str, unit: str) -> Generator[StringCommand, None, None]:
     """
-    The host's first snapshot, taken by the unit that takes them from then on (its timer's runs
-    take the later ones): a backup exists from the converge on, not from the next quarter hour.
-    Nothing once the dataset holds one of its snapshots.
+    Snapshots of datasets that have none of ours (a runbook replaced them), taken by the job now
+    rather than at the timer's next run. Nothing once the dataset holds one.
 
     + dataset: the data dataset (DATASET, full name)
     + unit: the oneshot service that takes them (dbzfs-snapshot.service)
@@ -30,7 +68,4 @@ def first_taken(dataset: str, unit: str) -> Generator[StringCommand, None, None]
     if taken:
         host.noop(f"{dataset} has {len(taken)} snapshot(s), the newest {taken[-1]['name'].split('@', 1)[1]}")
         return
-    # A oneshot's start returns when its run ends, and fails when the run fails.
-    yield StringCommand(
-        "systemctl start", QuoteString(unit), "&& journalctl -o cat -n 3 -u", QuoteString(unit)
-    )
+    yield from _started(unit)

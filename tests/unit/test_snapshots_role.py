@@ -5,6 +5,7 @@ snapshot's operation against fact stubs."""
 import shlex
 
 import pytest
+from pyinfra.facts.files import File
 
 from roles import snapshots
 from roles.facts.zfs import ZfsSnapshots
@@ -70,7 +71,7 @@ def test_a_group_without_replicas_takes_them_in_any_role_and_none_takes_none(fle
     cfg = configs(fleet)["db1"]
     assert "--when always" in snapshots.files_text(cfg, [cfg])[f"/etc/systemd/system/{snapshots.UNIT}"]
     cfgs = configs(fleet, snapshot_on="none")
-    assert snapshots.SANOID_DROP_IN not in snapshots.files_text(cfgs["db1"], [cfgs["db1"]])
+    assert snapshots.UNIT_PATH not in snapshots.files_text(cfgs["db1"], [cfgs["db1"]])
 
 
 def test_the_units_command_line_is_what_the_script_reads(fleet, monkeypatch, tmp_path):
@@ -167,3 +168,27 @@ def test_a_failed_run_says_so_to_the_alerts(monkeypatch, tmp_path):
     text = metrics.read_text()
     assert "dbzfs_snapshots_success 0\n" in text and "dbzfs_snapshots_taken_here 1\n" in text
     assert "# TYPE dbzfs_snapshots_success gauge\n" in text
+
+
+def test_the_jobs_first_run_is_once_per_host():
+    op = snapshot_ops.first_run
+    commands, _ = run_operation(op, {File: None}, unit=snapshots.UNIT, marker=snapshots.METRICS)
+    assert commands == [
+        "systemctl start dbzfs-snapshot.service && journalctl -o cat -n 3 -u dbzfs-snapshot.service"
+    ]
+    # It has run here: whatever the role now (a switchover since), the converge leaves it to the timer.
+    commands, host = run_operation(op, {File: {"size": 300}}, unit=snapshots.UNIT, marker=snapshots.METRICS)
+    assert commands == [] and snapshots.METRICS in host.noops[0]
+
+
+def test_a_switchover_runs_the_job_where_it_is_installed():
+    commands, _ = run_operation(snapshot_ops.job_run, {}, unit=snapshots.UNIT)
+    assert commands == [
+        "if systemctl cat dbzfs-snapshot.service >/dev/null 2>&1; then systemctl start dbzfs-snapshot.service"
+        " && journalctl -o cat -n 3 -u dbzfs-snapshot.service ; fi"
+    ]
+
+
+def test_none_leaves_sanoid_pruning_and_no_job(fleet):
+    cfgs = configs(fleet, snapshot_on="none")
+    assert list(snapshots.files_text(cfgs["db2"], list(cfgs.values()))) == [snapshots.SANOID_CONF]
