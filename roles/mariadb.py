@@ -98,6 +98,7 @@ def software() -> None:
     its datasets and config (its postinst initialises the datadir)."""
     cfg = engine.host_config()
     monitoring.before_install(cfg)
+    snapshots.before_install()
     engine.packages("Monitoring and sanoid from Debian", [*monitoring.packages(cfg), snapshots.PACKAGE])
 
 

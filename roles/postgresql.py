@@ -239,6 +239,7 @@ def software() -> None:
     install, so nothing here needs the datasets."""
     cfg = engine.host_config()
     monitoring.before_install(cfg)
+    snapshots.before_install()
     install(cfg, engine.group(cfg))
 
 

@@ -103,6 +103,7 @@ def files_text(cfg: HostConfig, members: Sequence[HostConfig]) -> dict[str, str]
                 "when": mode,
                 "metrics": METRICS,
                 "datasets": datasets(cfg),
+                "mountpoints": [cfg.mountpoint(cfg.data_dataset), cfg.mountpoint(cfg.log_dataset)],
                 "retention": kept,
             },
         )
@@ -110,13 +111,14 @@ def files_text(cfg: HostConfig, members: Sequence[HostConfig]) -> dict[str, str]
     return texts
 
 
-@deploy("Snapshots")
-def schedule() -> None:
-    """After the server role: the first snapshot needs the server answering. sanoid itself is
-    installed with the engine's packages (the engine roles' software())."""
+@deploy("Snapshot files")
+def before_install() -> None:
+    """sanoid's config, the job's unit, its drop-in on sanoid.service and its script: written
+    before the packages (the engine roles' software()), whose postinsts reload systemd, so the
+    converge that writes them needs no reload of its own, which a fact read at the planning of
+    the same run could not ask for."""
     cfg = engine.host_config()
-    members = engine.group(cfg).members
-    texts = files_text(cfg, members)
+    texts = files_text(cfg, engine.group(cfg).members)
     common.config_files(
         name="sanoid's config, the snapshot unit and its script",
         files={**texts, SCRIPT: SCRIPT_SOURCE.read_text()},
@@ -125,12 +127,19 @@ def schedule() -> None:
     for path in (UNIT_PATH, SANOID_DROP_IN):
         if path not in texts:
             files.file(name=f"{path} absent: snapshot_on is none", path=path, present=False)
+
+
+@deploy("Snapshots")
+def schedule() -> None:
+    """After the server role: the job's first run needs the server answering."""
+    cfg = engine.host_config()
+    job = when(cfg, engine.group(cfg).members) is not None
     units.current(
         name="sanoid.timer running, enabled",
         units={"sanoid.timer": []},
-        loaded=["sanoid.service", UNIT] if UNIT_PATH in texts else ["sanoid.service"],
+        loaded=["sanoid.service", UNIT] if job else ["sanoid.service"],
     )
-    if UNIT_PATH in texts:
+    if job:
         snapshot_ops.first_run(name="The snapshot job's first run", unit=UNIT, marker=METRICS)
 
 

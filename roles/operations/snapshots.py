@@ -6,11 +6,12 @@ from collections.abc import Generator
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
-from pyinfra.facts.files import File
+from pyinfra.facts.files import FileContents
 
 from roles.facts.zfs import ZfsSnapshots
 
 AUTOSNAP = "autosnap_"
+SUCCEEDED = "dbzfs_snapshots_success 1"  # the line of the job's metrics a successful run writes
 
 
 @operation()
@@ -18,13 +19,13 @@ def first_run(unit: str, marker: str) -> Generator[StringCommand, None, None]:
     """
     The snapshot job's first run, at the converge that sets it up: on a host whose server is in
     the role that takes them, the first snapshots (a backup from the converge on, not from the
-    next quarter hour); elsewhere the job says it takes none. Nothing once the job has run here
-    (`marker`, the file it writes at each run, exists): later runs are the timer's.
+    next quarter hour); elsewhere the job says it takes none. Nothing once a run has succeeded
+    here (`marker`, the metrics file each run writes, says so): later runs are the timer's.
 
     + unit: the oneshot service (dbzfs-snapshot.service)
-    + marker: the file each run of it writes
+    + marker: the metrics file each run of it writes
     """
-    if host.get_fact(File, path=marker):
+    if SUCCEEDED in (host.get_fact(FileContents, path=marker) or []):
         host.noop(f"{unit} has run on this host ({marker})")
         return
     yield from _started(unit)

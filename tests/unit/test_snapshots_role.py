@@ -5,7 +5,7 @@ snapshot's operation against fact stubs."""
 import shlex
 
 import pytest
-from pyinfra.facts.files import File
+from pyinfra.facts.files import FileContents
 
 from roles import snapshots
 from roles.facts.zfs import ZfsSnapshots
@@ -98,6 +98,10 @@ def test_the_units_command_line_is_what_the_script_reads(fleet, monkeypatch, tmp
     assert seen["keep"] == {"hourly": 36, "daily": 30, "monthly": 3}
     assert "--dataset dbpool/datastore/postgresql --dataset dbpool/datastore/postgresql-wal" in line
     assert "After=zfs-mount.service postgresql@15-main.service" in unit
+    assert (
+        "ConditionPathIsMountpoint=/datastore/postgresql\nConditionPathIsMountpoint=/datastore/postgresql-wal\n"
+        in unit
+    )
 
 
 def problems(fleet, **data):
@@ -171,13 +175,19 @@ def test_a_failed_run_says_so_to_the_alerts(monkeypatch, tmp_path):
 
 
 def test_the_jobs_first_run_is_once_per_host():
-    op = snapshot_ops.first_run
-    commands, _ = run_operation(op, {File: None}, unit=snapshots.UNIT, marker=snapshots.METRICS)
-    assert commands == [
-        "systemctl start dbzfs-snapshot.service && journalctl -o cat -n 3 -u dbzfs-snapshot.service"
-    ]
+    op, first = (
+        snapshot_ops.first_run,
+        ["systemctl start dbzfs-snapshot.service && journalctl -o cat -n 3 -u dbzfs-snapshot.service"],
+    )
+    assert run_operation(op, {FileContents: None}, unit=snapshots.UNIT, marker=snapshots.METRICS)[0] == first
+    # A run before the server answered (the timer's, during the first converge) does not count.
+    failed = ["dbzfs_snapshots_taken_here 1", "dbzfs_snapshots_success 0"]
+    assert (
+        run_operation(op, {FileContents: failed}, unit=snapshots.UNIT, marker=snapshots.METRICS)[0] == first
+    )
     # It has run here: whatever the role now (a switchover since), the converge leaves it to the timer.
-    commands, host = run_operation(op, {File: {"size": 300}}, unit=snapshots.UNIT, marker=snapshots.METRICS)
+    ran = ["dbzfs_snapshots_taken_here 0", "dbzfs_snapshots_success 1"]
+    commands, host = run_operation(op, {FileContents: ran}, unit=snapshots.UNIT, marker=snapshots.METRICS)
     assert commands == [] and snapshots.METRICS in host.noops[0]
 
 
