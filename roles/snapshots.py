@@ -20,10 +20,11 @@ from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from roles import engine, render
+from roles.host_scripts import db_snapshot
 from roles.hostdata import HostConfig
 from roles.operations import common, snapshots as snapshot_ops, units
 
-KINDS = ("frequently", "hourly", "daily", "weekly", "monthly", "yearly")  # sanoid's, its order
+KINDS = db_snapshot.TYPES  # sanoid's kinds, in its order: the job parses what the role writes
 SNAPSHOT_ON = ("replica", "primary", "every_host", "none")
 # The oldest a kind's newest snapshot may be on a host that takes them (the checks): its period
 # plus a run of sanoid.timer missed; sanoid's own warning ages where it has them.
