@@ -2,23 +2,30 @@
 
 The inventory's data is validated first, then compared with the live replication topology (a
 converge never fights a switchover or failover the inventory does not show yet); a problem anywhere
-stops the run before any operation.
+stops the run before any operation. A host with role = "backup" gets the backup role instead of an
+engine's (roles/backup.py).
 """
 
 from pyinfra import host
 
-from roles import mariadb, postgresql, preflight, snapshots, topology, zfs
+from roles import backup, mariadb, postgresql, preflight, snapshots, topology, zfs
 
 preflight.validate_inventory()
 topology.check()
 
-role = {"mariadb": mariadb, "postgresql": postgresql}[host.data.engine]
-
-# Packages before the pool: every package's postinst reloads systemd, and once a pool of 24
-# drives exists each reload re-reads twice as many units (a partition or two per drive, each
-# with its by-id, by-path, by-partuuid... device units).
-zfs.software()
-role.software()
-zfs.storage()
-role.server()
-snapshots.schedule()
+if host.data.role == backup.ROLE:
+    backup.software()
+    backup.storage()
+else:
+    role = {"mariadb": mariadb, "postgresql": postgresql}[host.data.engine]
+    # Packages before the pool: every package's postinst reloads systemd, and once a pool of 24
+    # drives exists each reload re-reads twice as many units (a partition or two per drive, each
+    # with its by-id, by-path, by-partuuid... device units).
+    zfs.software()
+    role.software()
+    zfs.storage()
+    backup.access()
+    role.server()
+    snapshots.schedule()
+# Last: the first pull needs the database hosts' access and their first snapshots.
+backup.schedule()

@@ -8,7 +8,7 @@ default. `roles.hostdata.HostConfig` reads these keys and `roles.validation` che
 # --- What the host runs (set per host in the inventory) ---------------------------------------
 
 engine = None  # "mariadb" | "postgresql"
-role = None  # "primary" | "replica"
+role = None  # "primary" | "replica" | "backup" (a backup host: no engine, see Backups below)
 primary = None  # replicas: the inventory name of the primary they follow
 cluster = None  # replication group name; None: the engine's name (one group per engine)
 server_id = None  # MariaDB: unique within a replication group, 1..4294967295
@@ -158,6 +158,25 @@ snapshot_retention = {
     "mariadb": {"frequently": 0, "hourly": 36, "daily": 30, "monthly": 3},
     "postgresql": {"frequently": 0, "hourly": 36, "daily": 30, "monthly": 3},
 }
+
+# --- Backups (roles/backup.py) -----------------------------------------------------------------
+
+# An inventory host with role = "backup" (no engine; its own drives and pool) pulls every database
+# host's snapshots with syncoid, as raw sends (the copy keeps the blocks' compression), into
+# <its zpool_name>/backup/<cluster>/<host>/{data,log}. The database hosts hold no key to it: each
+# lets the backup host's key log in as `dbzfs-backup`, from the backup host's
+# replication_address only, and `zfs allow`s that account to send, nothing else; a database host
+# cannot reach, change or delete the copies. The key: the secret `backup_ssh_private_key` (an
+# OpenSSH private key's text: `ssh-keygen -t ed25519 -N "" -f KEY`, then the file's content).
+backup_pull_minutes = 15  # minutes between two pulls (a pull sends only what is new)
+# Per engine: how many of the copies of each kind the backup host keeps (its own sanoid prunes;
+# the database hosts' counts are snapshot_retention's). Kinds as in snapshot_retention.
+backup_retention = {
+    "mariadb": {"hourly": 48, "daily": 35, "monthly": 12},
+    "postgresql": {"hourly": 48, "daily": 35, "monthly": 12},
+}
+# The oldest the newest copy of a host that takes snapshots may be on the backup host (checks).
+backup_max_age_hours = 2
 
 # --- Database -----------------------------------------------------------------------------------
 

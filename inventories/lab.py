@@ -94,6 +94,15 @@ def _mariadb_host(vm: VM) -> tuple[str, dict]:
     return name, {**data, **LAB_MARIADB_DATA}
 
 
+def _backup_host(vm: VM) -> tuple[str, dict]:
+    """A backup VM of lab.yaml's backup_vms (role "backup", no engine): connection data, its
+    host_data and the lab's settings, like the database VMs'. Not a group here: the lab that `up`,
+    `converge` and this inventory run has no backup host; inventories/lab_backup.py adds it."""
+    if vm.role != "backup":
+        raise ValueError(f"{vm.name} is not a backup VM (lab/lab.yaml backup_vms)")
+    return _host(vm)
+
+
 mariadb = [_mariadb_host(vm) for vm in _lab.vms.values() if vm.engine == "mariadb"]
 postgresql = [
     (name, {**data, **LAB_POSTGRESQL_DATA, "db_client_networks": [_network(_lab.vms[name])]})

@@ -15,7 +15,8 @@ USAGE = """python -m lab COMMAND
                       bare: the variant without ZFS that bare_vms boot from
   up [NAME...]        build the image if needed, start the apt cache, boot the VMs (in parallel),
                       wait until ssh answers; VMs already running are left alone. Without
-                      names: the lab's VMs; joining_vms and bare_vms (lab.yaml) boot only when named
+                      names: the lab's VMs; joining_vms, bare_vms and backup_vms (lab.yaml) boot
+                      only when named
   status              the image, the apt cache and each VM
   ssh NAME [CMD...]   a shell (or a command) on a VM as root
   reset-drives NAME   stop the VM if running, recreate its empty NVMe drive files

@@ -7,6 +7,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 
@@ -23,8 +24,48 @@ INVENTORY = REPO / "inventories" / "lab.py"
 
 
 SECRETS = CACHE / "lab-secrets.yml"
-# The keys inventories/lab.py's data names: the replication account and the lab's application user.
-LAB_SECRETS = ("replication_password", "lab_app_password")
+# The one lab secret that is not a random password: the backup host's SSH key, as the text of its
+# private key file (ssh_private_key(); roles/backup.py reads it, inventories/lab_backup.py).
+BACKUP_SSH_KEY = "backup_ssh_private_key"
+# The keys the lab's inventories' data names: the replication account, the lab's application user
+# and the backup host's key.
+LAB_SECRETS = ("replication_password", "lab_app_password", BACKUP_SSH_KEY)
+
+
+def ssh_private_key(comment: str = "dbzfs-lab-backup") -> str:
+    """A new OpenSSH ed25519 private key without a passphrase, as its file's text. Made in a
+    private temporary directory (mode 700), removed with it."""
+    with tempfile.TemporaryDirectory(prefix="dbzfs-lab-key-") as tmp:
+        path = os.path.join(tmp, "key")
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
+        with open(path) as f:
+            return f.read()
+
+
+def _new_secret(key: str) -> str:
+    return ssh_private_key() if key == BACKUP_SSH_KEY else secrets.token_urlsafe(24)
+
+
+class _SecretsDumper(yaml.SafeDumper):
+    """Multi-line text (a private key) as a literal block scalar (`|`): one line of the file per
+    line of the key, read back as the same text by yaml and by roles/secrets.py."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_SecretsDumper.add_representer(str, _represent_text)
+
+
+def dump_secrets(values: dict[str, str]) -> str:
+    return yaml.dump(values, Dumper=_SecretsDumper, default_flow_style=False)
 
 
 def lab_env() -> dict[str, str]:
@@ -37,13 +78,13 @@ def lab_env() -> dict[str, str]:
     held = yaml.safe_load(SECRETS.read_text()) if SECRETS.exists() else {}
     missing = [key for key in LAB_SECRETS if not (held or {}).get(key)]
     if missing:  # a file from an older checkout keeps its secrets and gets the new ones
-        values = {**(held or {}), **{key: secrets.token_urlsafe(24) for key in missing}}
+        values = {**(held or {}), **{key: _new_secret(key) for key in missing}}
         SECRETS.parent.mkdir(parents=True, exist_ok=True)
         tmp = SECRETS.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write("# The local lab's throwaway secrets (lab/control.py); not used for any real host.\n")
-            f.write(yaml.safe_dump(values, default_flow_style=False))
+            f.write(dump_secrets(values))
         os.replace(tmp, SECRETS)
     env["DBZFS_SECRETS_FILE"] = str(SECRETS)
     for k in [k for k in env if k.startswith("DBZFS_SECRET_")]:
@@ -165,7 +206,9 @@ def status(lab: Lab | None = None, log: Log = print) -> dict[str, int | None]:
         f"apt cache: {'up' if aptcache.answers(int(lab.network.get('apt_cache_port', 3142))) else 'down'} "
         f"on 127.0.0.1:{lab.network.get('apt_cache_port', 3142)}"
     )
-    log(f"{'VM':6} {'state':20} {'ssh':16} {'private':12} {'engine':11} {'role':8} console")
+    # A backup VM runs no database: "-" for its engine, "backup" its role.
+    width = max(6, *(len(name) for name in lab.all_vms))
+    log(f"{'VM':{width}} {'state':20} {'ssh':16} {'private':12} {'engine':11} {'role':8} console")
     rows: dict[str, int | None] = {}
     for vm in lab.all_vms.values():
         p = vmmod.pid(vm)
@@ -173,8 +216,8 @@ def status(lab: Lab | None = None, log: Log = print) -> dict[str, int | None]:
         ssh = ("answers" if vmmod.ssh_answers(vm) else "no answer") if p else "-"
         rows[vm.name] = p
         log(
-            f"{vm.name:6} {state:20} {'127.0.0.1:' + str(vm.ssh_port) + ' ' + ssh:16} "
-            f"{vm.private_address:12} {vm.engine:11} {vm.role:8} {rel(vm.console_log)}"
+            f"{vm.name:{width}} {state:20} {'127.0.0.1:' + str(vm.ssh_port) + ' ' + ssh:16} "
+            f"{vm.private_address:12} {vm.engine or '-':11} {vm.role:8} {rel(vm.console_log)}"
         )
     return rows
 

@@ -27,7 +27,8 @@ ZFS_REPO_URL = "http://dbzfs-zfs-modules.lab/"
 
 BY_ID_PREFIX = "nvme-QEMU_NVMe_Ctrl_"  # how the guest's udev names a qemu NVMe drive by serial
 ENGINES = ("mariadb", "postgresql")
-ROLES = ("primary", "replica")
+ROLES = ("primary", "replica")  # a database VM's
+BACKUP_ROLE = "backup"  # every VM of backup_vms: no engine, it pulls the database VMs' snapshots
 
 
 _UNSET = object()
@@ -80,7 +81,7 @@ def parse_size(text: object) -> int:
 @dataclass(frozen=True)
 class VM:
     name: str
-    engine: str
+    engine: str | None  # None: a backup VM (role "backup")
     role: str
     primary: str | None
     server_id: int | None
@@ -124,7 +125,16 @@ class VM:
 
     @property
     def host_data(self) -> dict:
-        """The data this VM's inventory entry carries (see group_data/all.py)."""
+        """The data this VM's inventory entry carries (see group_data/all.py). A backup VM's has no
+        engine, primary or server_id: it runs no database."""
+        if self.role == BACKUP_ROLE:
+            return {
+                "role": self.role,
+                "replication_address": self.private_address,
+                "hardware": {"ram_bytes": self.memory * 1024 * 1024, "cpus": self.vcpus},
+                "drive_pattern": self.drive_pattern,
+                "drive_count": self.drive_count,
+            } | self.zfs_install_data
         return {
             "engine": self.engine,
             "role": self.role,
@@ -159,6 +169,9 @@ class Lab:
     # name -> VM that joins the lab's replication groups on day 2: booted only by name (the e2e
     # topology scenarios), not in inventories/lab.py
     joining: dict = field(default_factory=dict)
+    # name -> backup VM (role "backup", no engine): booted only by name (the backup e2e test,
+    # `python -m lab up backup1`), not in inventories/lab.py but in inventories/lab_backup.py
+    backup: dict = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -166,7 +179,7 @@ class Lab:
 
     @property
     def all_vms(self) -> dict[str, VM]:
-        return {**self.vms, **self.joining, **self.bare}
+        return {**self.vms, **self.joining, **self.bare, **self.backup}
 
     def vm(self, name: str) -> VM:
         try:
@@ -230,7 +243,7 @@ def _shown(path: str | Path) -> str:
         return str(path)
 
 
-TOP_KEYS = ("defaults", "network", "image", "vms", "joining_vms", "bare_vms")
+TOP_KEYS = ("defaults", "network", "image", "vms", "joining_vms", "bare_vms", "backup_vms")
 VM_KEYS = (
     "engine",
     "role",
@@ -248,13 +261,18 @@ VM_KEYS = (
 )
 # primary and server_id: per engine and role; groups, zfs_install: optional
 REQUIRED = tuple(k for k in VM_KEYS if k not in ("primary", "server_id", "groups", "zfs_install"))
-# How a VM of `vms` gets ZFS: absent, from the lab image; "prebuilt", booted from the bare image and
-# installed by the deploy from the lab's module repository. bare_vms install with DKMS.
+# A backup VM (backup_vms) runs no database: no engine, primary or server_id.
+NO_DATABASE = ("engine", "primary", "server_id")
+REQUIRED_BACKUP = tuple(k for k in REQUIRED if k not in NO_DATABASE)
+# How a VM of `vms` (or `backup_vms`) gets ZFS: absent, from the lab image; "prebuilt", booted from
+# the bare image and installed by the deploy from the lab's module repository. bare_vms install with
+# DKMS.
 ZFS_INSTALLS = ("prebuilt",)
 IMAGE_TEXT = ("suite", "mirror", "security_mirror", "size")
 IMAGE_LISTS = ("components", "base_packages", "kernel_packages", "header_packages", "zfs_packages")
 EXTRA_GROUPS = ("monitoring",)  # group_data/<group>.py applies to the VMs listed in it
 MIN_MEMORY = 2048  # MiB: the deploy sizes for >= 2 GiB (roles.validation, hardware)
+MIN_BACKUP_MEMORY = 1024  # MiB: a backup VM runs no database (the deploy does not size one there)
 MIN_DRIVE = 64 * 1024**2  # ZFS refuses a vdev smaller than 64 MiB (SPA_MINDEVSIZE)
 
 
@@ -327,15 +345,21 @@ def _check(raw: object) -> Lab:
         name: _vm(name, spec, defaults, prefix, "zfs", section="joining_vms")
         for name, spec in joining.items()
     }
-    for section, names in (("joining_vms", joining), ("bare_vms", bare)):
+    backup = _mapping(raw.get("backup_vms"), "backup_vms", "one entry per backup VM: name -> settings")
+    backup = {
+        name: _vm(name, spec, defaults, prefix, "zfs", section="backup_vms") for name, spec in backup.items()
+    }
+    sections = {"vms": vms, "joining_vms": joining, "bare_vms": bare, "backup_vms": backup}
+    for index, (section, names) in enumerate(sections.items()):
         for name in names:
-            if name in vms or (section == "bare_vms" and name in joining):
+            earlier = [other for other in list(sections)[:index] if name in sections[other]]
+            if earlier:
                 raise LabDefinitionError(
-                    f"VM names in both vms and {section}",
+                    f"VM names in both {earlier[0]} and {section}",
                     key=f"{section}.{name}",
                     fix="give the VM its own name",
                 )
-    everything = {**vms, **joining, **bare}
+    everything = {**vms, **joining, **bare, **backup}
     for vm in everything.values():
         # A bare VM's primary is bare; a joining VM is a replica of a lab VM (it joins a group that
         # exists without it).
@@ -385,7 +409,7 @@ def _check(raw: object) -> Lab:
                     fix="keep {vm} in drive_serial",
                 )
             owner[serial] = vm.name
-    return Lab(vms=vms, image=image, network=network, bare=bare, joining=joining)
+    return Lab(vms=vms, image=image, network=network, bare=bare, joining=joining, backup=backup)
 
 
 def _check_image(image: dict) -> None:
@@ -421,7 +445,8 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
             key=f"{section}.{name}",
             fix="lowercase letters, digits, '-', starting with a letter, at most 16",
         )
-    spec = _mapping(spec, f"{section}.{name}", "key: value settings, e.g. engine: mariadb")
+    example = "role: backup" if section == "backup_vms" else "engine: mariadb"
+    spec = _mapping(spec, f"{section}.{name}", f"key: value settings, e.g. {example}")
     s = {**defaults, **spec}
 
     def fail(key: str, message: str, fix: str) -> NoReturn:
@@ -432,26 +457,44 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
         raise LabDefinitionError(
             "unknown key", vm=name, key=str(key), value=spec[key], fix=f"use only {', '.join(VM_KEYS)}"
         )
-    for key in REQUIRED:
+    backup = section == "backup_vms"
+    for key in REQUIRED_BACKUP if backup else REQUIRED:
         if s.get(key) is None:
             raise LabDefinitionError("missing", vm=name, key=key, fix=f"set {key} for the VM or in defaults")
-    if s["engine"] not in ENGINES:
-        fail("engine", "not an engine", f"use one of {', '.join(ENGINES)}")
-    if s["role"] not in ROLES:
-        fail("role", "not a role", f"use one of {', '.join(ROLES)}")
-    if (s["role"] == "replica") != bool(s.get("primary")):
-        fail("primary", "a replica names its primary, a primary does not", "set primary on replicas only")
-    if s.get("primary") is not None and not isinstance(s["primary"], str):
-        fail("primary", "must be a VM name", "e.g. db1")
     server_id = s.get("server_id")
-    if s["engine"] == "mariadb" and not (_is_int(server_id) and 1 <= server_id < 2**32):
-        fail(
-            "server_id",
-            "a MariaDB VM needs an integer server_id 1..4294967295",
-            "e.g. 1, unique among the VMs",
-        )
-    if s["engine"] == "postgresql" and server_id is not None:
-        fail("server_id", "PostgreSQL has no server_id", "remove it")
+    if backup:
+        if s["role"] != BACKUP_ROLE:
+            fail("role", "a VM of backup_vms is a backup host", f"role: {BACKUP_ROLE}")
+        for key in NO_DATABASE:
+            if s.get(key) is not None:
+                fail(
+                    key,
+                    "a backup VM runs no database",
+                    "remove it (a backup VM pulls the database VMs' snapshots)",
+                )
+    else:
+        if s["engine"] not in ENGINES:
+            fail("engine", "not an engine", f"use one of {', '.join(ENGINES)}")
+        if s["role"] == BACKUP_ROLE:
+            fail(
+                "role",
+                "a backup host runs no database: it belongs in backup_vms",
+                "move the VM to backup_vms, without engine, primary or server_id",
+            )
+        if s["role"] not in ROLES:
+            fail("role", "not a role", f"use one of {', '.join(ROLES)}")
+        if (s["role"] == "replica") != bool(s.get("primary")):
+            fail("primary", "a replica names its primary, a primary does not", "set primary on replicas only")
+        if s.get("primary") is not None and not isinstance(s["primary"], str):
+            fail("primary", "must be a VM name", "e.g. db1")
+        if s["engine"] == "mariadb" and not (_is_int(server_id) and 1 <= server_id < 2**32):
+            fail(
+                "server_id",
+                "a MariaDB VM needs an integer server_id 1..4294967295",
+                "e.g. 1, unique among the VMs",
+            )
+        if s["engine"] == "postgresql" and server_id is not None:
+            fail("server_id", "PostgreSQL has no server_id", "remove it")
     if not (_is_int(s["ssh_port"]) and 1024 <= s["ssh_port"] <= 65535):
         fail("ssh_port", "must be a TCP port 1024..65535", "e.g. 2221, unique among the VMs")
     try:
@@ -465,7 +508,7 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
     if address is None:
         fail("private_address", "not an IPv4 address", "e.g. 10.99.0.11, unique among the VMs")
     for key, low, unit in (
-        ("memory", MIN_MEMORY, "MiB"),
+        ("memory", MIN_BACKUP_MEMORY if backup else MIN_MEMORY, "MiB"),
         ("vcpus", 1, "vCPUs"),
         ("drive_count", 2, "drives"),
     ):
@@ -480,7 +523,11 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
                 key,
                 f"must be at least {low} {unit}",
                 {
-                    "memory": "e.g. 4096 (the deploy needs 2 GiB)",
+                    "memory": (
+                        "e.g. 1536 (a backup VM needs 1 GiB)"
+                        if backup
+                        else "e.g. 4096 (the deploy needs 2 GiB)"
+                    ),
                     "vcpus": "e.g. 2",
                     "drive_count": "e.g. 24 (mirrors need 2 or more)",
                 }[key],
@@ -529,7 +576,7 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
         )
     return VM(
         name=name,
-        engine=s["engine"],
+        engine=s.get("engine"),
         role=s["role"],
         primary=s.get("primary"),
         server_id=server_id,

@@ -118,6 +118,9 @@ class HostConfig:
     zed_email: str = ""  # ZED's notices by mail; "" sends none
     snapshot_on: str = "replica"  # which hosts take the engine's snapshots (roles/snapshots.py)
     snapshot_retention: dict = field(default_factory=dict)  # this engine's: kind -> count
+    backup_pull_minutes: int = 15  # a backup host: minutes between two pulls (roles/backup.py)
+    backup_retention: dict = field(default_factory=dict)  # a backup host's: engine -> kind -> count
+    backup_max_age_hours: int = 2
     compression: str = "lz4"
     datasets: dict = field(default_factory=dict)  # relative name -> properties, parent first
     # What the engine keeps where, by name (zfs_dataset_roles): "parent", "data", "log".
@@ -189,6 +192,9 @@ class HostConfig:
             zed_email=_get(data, "zed_email"),
             snapshot_on=_get(data, "snapshot_on"),
             snapshot_retention=dict(retention) if isinstance(retention, Mapping) else {},
+            backup_pull_minutes=_get(data, "backup_pull_minutes"),
+            backup_retention=dict(_get(data, "backup_retention")),
+            backup_max_age_hours=_get(data, "backup_max_age_hours"),
             compression=_get(data, "zfs_compression"),
             datasets=datasets,
             dataset_roles=roles,
@@ -205,6 +211,10 @@ class HostConfig:
         )
 
     # --- derived -----------------------------------------------------------------------------
+
+    @property
+    def is_backup_host(self) -> bool:
+        return self.role == "backup"
 
     def dataset_name(self, relative: str) -> str:
         return f"{self.pool.name}/{relative}"

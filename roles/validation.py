@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from roles import (
+    backup,
     db_settings,
     monitoring_rules,
     render,
@@ -33,7 +34,8 @@ from roles.hostdata import BY_ID, HostConfig, parse_size
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 ENGINES = ("mariadb", "postgresql")
-ROLES = ("primary", "replica")
+ROLES = ("primary", "replica")  # a database host's
+HOST_ROLES = (*ROLES, backup.ROLE)
 WORKLOADS = ("oltp", "analytics")
 COMPRESSION_RE = re.compile(
     r"^(on|off|lz4|lzjb|gzip(-[1-9])?|zle|zstd(-([1-9]|1[0-9]))?"
@@ -133,7 +135,7 @@ _BOOL = "a boolean"
 # it is skipped. The nested values of lists and mappings are checked by _Checker.type_<key>.
 KEY_TYPES: dict[str, tuple[str, bool, str]] = {
     "engine": (_STR, True, '"mariadb" or "postgresql"'),
-    "role": (_STR, True, '"primary" or "replica"'),
+    "role": (_STR, True, '"primary", "replica" or "backup"'),
     "primary": (_STR, True, 'the primary\'s inventory name, e.g. "db01"'),
     "cluster": (_STR, True, 'a replication group name, e.g. "boulder"'),
     "server_id": (_INT, True, "1 (unique within the replication group)"),
@@ -155,6 +157,9 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
     "zed_email": (_STR, False, '"dba-pager@example.com", or "" for none'),
     "snapshot_on": (_STR, False, '"replica", "primary", "every_host" or "none"'),
     "snapshot_retention": (_MAP, False, '{"mariadb": {"hourly": 36, "daily": 30}, "postgresql": {...}}'),
+    "backup_pull_minutes": (_INT, False, "15"),
+    "backup_retention": (_MAP, False, '{"mariadb": {"hourly": 48, "daily": 35}, "postgresql": {...}}'),
+    "backup_max_age_hours": (_INT, False, "2"),
     "zfs_compression": (_STR, False, '"lz4" or "zstd"'),
     "zfs_datasets": (_MAP, False, "the default from group_data/all.py"),
     "zfs_dataset_roles": (_MAP, False, "the default from group_data/all.py"),
@@ -365,6 +370,10 @@ class _Checker:
             self.identity(cfg)
             self.drives(cfg)
             self.pool(cfg)
+            if cfg.is_backup_host:
+                self.zfs_install(cfg)
+                self.backup_host(cfg)
+                continue
             self.datasets(cfg)
             self.module_params(cfg)
             self.zfs_install(cfg)
@@ -374,6 +383,7 @@ class _Checker:
             self.database(cfg)
         self.fleet_drives()
         self.clusters()
+        self.backups()
         self.scraped()
         return self.problems
 
@@ -526,6 +536,9 @@ class _Checker:
                     self.add(name, where, count, "not a count", "a whole number >= 0, e.g. 36")
                     good = False
         return good
+
+    def type_backup_retention(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
+        return self.type_snapshot_retention(name, key, value)
 
     def type_zfs_dataset_roles(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         if not self.type_engine_keys(name, key, value):
@@ -719,10 +732,13 @@ class _Checker:
                 self.add(name, key, value, "unknown key", f"did you mean one of {_close(key, KNOWN_KEYS)}?")
 
     def identity(self, c: HostConfig) -> None:
+        if c.is_backup_host:
+            self.backup_identity(c)
+            return
         if self.ok(c, "engine") and c.engine not in ENGINES:
             self.add(c.name, "engine", c.engine, "unknown engine", f"use one of {list(ENGINES)}")
-        if self.ok(c, "role") and c.role not in ROLES:
-            self.add(c.name, "role", c.role, "unknown role", f"use one of {list(ROLES)}")
+        if self.ok(c, "role") and c.role not in HOST_ROLES:
+            self.add(c.name, "role", c.role, "unknown role", f"use one of {list(HOST_ROLES)}")
         if self.ok(c, "workload") and c.workload not in WORKLOADS:
             self.add(c.name, "workload", c.workload, "unknown workload", f"use one of {list(WORKLOADS)}")
         if not self.ok(c, "engine", "server_id"):
@@ -1134,6 +1150,81 @@ class _Checker:
             self.add(c.name, where, value, "unknown compression", "lz4 or zstd[-N]")
         elif prop in CHOICES and str(value) not in CHOICES[prop]:
             self.add(c.name, where, value, f"invalid value for {prop}", f"use one of {list(CHOICES[prop])}")
+
+    def backup_identity(self, c: HostConfig) -> None:
+        """A backup host runs no database: none of a database host's identity keys."""
+        for key, value in (("engine", c.engine), ("primary", c.primary), ("server_id", c.server_id)):
+            if self.ok(c, key) and value is not None:
+                self.add(
+                    c.name,
+                    key,
+                    value,
+                    'a backup host (role = "backup") runs no database',
+                    "remove it, or give the host a database role (primary or replica)",
+                )
+
+    def backup_host(self, c: HostConfig) -> None:
+        if self.ok(c, "backup_pull_minutes") and not 1 <= c.backup_pull_minutes <= 1440:
+            self.add(
+                c.name, "backup_pull_minutes", c.backup_pull_minutes, "out of range (1..1440)", "e.g. 15"
+            )
+        if self.ok(c, "backup_max_age_hours") and c.backup_max_age_hours < 1:
+            self.add(
+                c.name, "backup_max_age_hours", c.backup_max_age_hours, "out of range (at least 1)", "e.g. 2"
+            )
+        if not self.ok(c, "backup_retention"):
+            return
+        engines = sorted({d.engine for d in self.cfg.values() if d.engine in ENGINES})
+        for name in engines:
+            counts = c.backup_retention.get(name, {})
+            if not any(_is_int(n) and n > 0 for n in counts.values()):
+                self.add(
+                    c.name,
+                    f"backup_retention[{name!r}]",
+                    counts or None,
+                    f"keeps no copy of the {name} hosts' snapshots",
+                    'a count for at least one kind, e.g. {"hourly": 48, "daily": 35}',
+                )
+
+    def backups(self) -> None:
+        """With a backup host in the inventory: its key, and an address for every host it pulls
+        from and for itself (the database hosts let its key in from there only)."""
+        backups = [c for c in self.cfg.values() if c.is_backup_host]
+        if not backups:
+            return
+        for c in self.cfg.values():
+            if (c.is_backup_host or c.engine in ENGINES) and not c.replication_address:
+                if self.ok(c, "replication_address"):
+                    why = (
+                        "the database hosts let its key in from that address only"
+                        if c.is_backup_host
+                        else f"the backup host ({', '.join(b.name for b in backups)}) pulls from it there"
+                    )
+                    self.add(
+                        c.name,
+                        "replication_address",
+                        None,
+                        f"none set; {why}",
+                        "set its address on the private network",
+                    )
+        key = self.secrets.get(backup.SECRET)
+        fix = (
+            f"export {secrets_mod.env_name(backup.SECRET)} or add {backup.SECRET} to the secrets file: "
+            'the text of a key made by ssh-keygen -t ed25519 -N "" -f KEY'
+        )
+        if not key:
+            self.add(
+                backups[0].name,
+                f"secrets.{backup.SECRET}",
+                None,
+                f"a backup host pulls with this key (looked in: {self.secrets.source})",
+                fix,
+            )
+            return
+        try:
+            backup.public_key(key)
+        except ValueError as exc:
+            self.add(backups[0].name, f"secrets.{backup.SECRET}", "(hidden)", str(exc), fix)
 
     def roll_primary(self, c: HostConfig) -> None:
         if self.ok(c, "roll_primary") and c.roll_primary not in ROLL_PRIMARY:

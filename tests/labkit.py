@@ -215,8 +215,9 @@ class Lab:
             [str(control.PYINFRA), str(self.inventory), deploy, "--dry", "--diff", *extra], timeout
         )
 
-    def testinfra(self, *paths, hosts=None, timeout=1800):
-        """pytest PATHS (default tests/infra) against `hosts` (names; default every lab host)."""
+    def testinfra(self, *paths, hosts=None, timeout=1800, inventory=None):
+        """pytest PATHS (default tests/infra) against `hosts` (names; default every lab host);
+        `inventory`: the one they were converged from (default the lab's)."""
         targets = ",".join(f"paramiko://{n}" for n in hosts) if hosts else self.testinfra_hosts
         return self._local(
             [
@@ -226,14 +227,14 @@ class Lab:
                 *(paths or ["tests/infra"]),
                 f"--hosts={targets}",
                 f"--ssh-config={self.ssh_config}",
-                f"--inventory={self.inventory.relative_to(REPO)}",
+                f"--inventory={Path(inventory or self.inventory).resolve().relative_to(REPO)}",
             ],
             timeout,
         )
 
     def join(self, name):
-        """Boot a VM of lab.yaml's joining_vms fresh (new root disk, empty drives); it runs until
-        leave() or the session's teardown, which powers off every lab VM."""
+        """Boot a VM of lab.yaml's joining_vms (or backup_vms) fresh (new root disk, empty
+        drives); it runs until leave() or the session's teardown, which powers off every lab VM."""
         control.wipe(self.definition, [name], log=log)
         control.up(self.definition, [name], log=log)
         self.names.append(name)

@@ -417,3 +417,53 @@ class ZfsSnapshots(FactBase):
             if "@" in name and creation.strip().isdigit():
                 found.append({"name": name, "creation": int(creation)})
         return found
+
+
+class ZfsAllowed(FactBase):
+    """
+    Returns the permissions ``zfs allow`` gives each user on a dataset itself ("Local+Descendent",
+    not those inherited from a parent), permissions sorted; None when the dataset does not exist.
+
+    .. code:: python
+
+        {"dbzfs-backup": ["send"]}
+    """
+
+    @override
+    def requires_command(self, dataset: str) -> str:
+        return "zfs"
+
+    @override
+    def command(self, dataset: str) -> StringCommand:
+        return StringCommand(
+            "if zfs list -H -o name",
+            QuoteString(dataset),
+            ">/dev/null 2>&1; then zfs allow",
+            QuoteString(dataset),
+            "; else echo MISSING; fi",
+        )
+
+    @override
+    def process(self, output: list[str]) -> dict[str, list[str]] | None:
+        return parse_allowed(output)
+
+
+def parse_allowed(output: list[str]) -> dict[str, list[str]] | None:
+    """user -> permissions from the "Local+Descendent permissions:" part of `zfs allow DATASET`'s
+    first "---- Permissions on" block (the dataset's own; later blocks are its parents')."""
+    if any(line.strip() == "MISSING" for line in output):
+        return None
+    found: dict[str, set[str]] = {}
+    section, blocks = None, 0
+    for line in output:
+        text = line.strip()
+        if text.startswith("---- Permissions on"):
+            blocks += 1
+            section = None
+        elif text.endswith("permissions:"):
+            section = text[: -len("permissions:")].strip()
+        elif blocks == 1 and section == "Local+Descendent":
+            words = text.split(None, 2)
+            if len(words) == 3 and words[0] == "user":
+                found.setdefault(words[1], set()).update(p for p in words[2].split(",") if p)
+    return {user: sorted(perms) for user, perms in found.items()}

@@ -15,7 +15,7 @@ SUCCEEDED = "dbzfs_snapshots_success 1"  # the line of the job's metrics a succe
 
 
 @operation()
-def first_run(unit: str, marker: str) -> Generator[StringCommand, None, None]:
+def first_run(unit: str, marker: str, succeeded: str = SUCCEEDED) -> Generator[StringCommand, None, None]:
     """
     The snapshot job's first run, at the converge that sets it up: on a host whose server is in
     the role that takes them, the first snapshots (a backup from the converge on, not from the
@@ -24,8 +24,9 @@ def first_run(unit: str, marker: str) -> Generator[StringCommand, None, None]:
 
     + unit: the oneshot service (dbzfs-snapshot.service)
     + marker: the metrics file each run of it writes
+    + succeeded: the line of it a successful run writes (the backup pull's has its own)
     """
-    if SUCCEEDED in (host.get_fact(FileContents, path=marker) or []):
+    if succeeded in (host.get_fact(FileContents, path=marker) or []):
         host.noop(f"{unit} has run on this host ({marker})")
         return
     yield from _started(unit)

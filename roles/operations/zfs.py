@@ -12,7 +12,7 @@ from collections.abc import Generator, Mapping
 from pyinfra import host, logger
 from pyinfra.api import OperationValueError, QuoteString, StringCommand, operation
 
-from roles.facts.zfs import MODPROBE_CONF, ZfsDatasetProperties, ZfsModuleParameters
+from roles.facts.zfs import MODPROBE_CONF, ZfsAllowed, ZfsDatasetProperties, ZfsModuleParameters
 from roles.zfs_properties import (
     CREATE_ONLY_PROPERTIES,
     READ_ONLY_PROPERTIES,
@@ -177,3 +177,26 @@ def module_parameters(
 
     if not changed:
         host.noop("ZFS module parameters are persisted and live")
+
+
+@operation()
+def allowed(dataset_name: str, user: str, permissions: list[str]) -> Generator[StringCommand, None, None]:
+    """
+    Exactly these delegated permissions for a user on a dataset and its descendants (``zfs
+    allow -u USER PERMS DATASET``); an empty list takes the user's away (``zfs unallow``).
+
+    + dataset_name: full name (created by an earlier operation of the same run, if not before)
+    + user: the account
+    + permissions: e.g. ["send"]
+    """
+    live = host.get_fact(ZfsAllowed, dataset=dataset_name) or {}
+    have, want = live.get(user, []), sorted(set(permissions))
+    if have == want:
+        host.noop(f"{user} may {', '.join(want) or 'nothing'} on {dataset_name}")
+        return
+    if have:
+        yield StringCommand("zfs unallow -l -d -u", QuoteString(user), QuoteString(dataset_name))
+    if want:
+        yield StringCommand(
+            "zfs allow -l -d -u", QuoteString(user), ",".join(want), QuoteString(dataset_name)
+        )

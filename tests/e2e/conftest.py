@@ -86,6 +86,7 @@ MODULE_ORDER = [
     "test_config_check.py",
     "test_topology.py",
     "test_snapshots.py",
+    "test_backup.py",
     "test_crash.py",
     "test_switchover.py",
     "test_failover.py",

@@ -44,21 +44,25 @@ def members(cfg, request) -> list[HostConfig]:
 def pytest_collection_modifyitems(config, items):
     """A module that sets `engine = "mariadb"` (or "postgresql") checks only the hosts whose
     inventory data has that engine, one that sets `only_where = "<key>"` only the hosts whose data
-    sets that key true: its tests for other hosts are deselected (reported as deselected, never
-    skipped), so `pytest tests/infra --hosts=<every host>` stays green."""
+    sets that key true, one that sets `host_roles = (...)` only the hosts whose role is one of
+    them: its tests for other hosts are deselected (reported as deselected, never skipped), so
+    `pytest tests/infra --hosts=<every host>` stays green."""
     keep, drop = [], []
     for item in items:
         module = getattr(item, "module", None)
         engine = getattr(module, "engine", None)
         only_where = getattr(module, "only_where", None)
+        host_roles = getattr(module, "host_roles", None)
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if (engine or only_where) and "_testinfra_host" in params:
+        if (engine or only_where or host_roles) and "_testinfra_host" in params:
             hosts = _inventory(config.getoption("--inventory"))
             name = params["_testinfra_host"].backend.get_hostname()
             data = next((d for n, d in hosts.items() if name in (n, d.get("ssh_hostname"))), None)
             # unknown hosts fail in `cfg`
             if data is not None and (
-                (engine and data.get("engine") != engine) or (only_where and not data.get(only_where))
+                (engine and data.get("engine") != engine)
+                or (only_where and not data.get(only_where))
+                or (host_roles and data.get("role") not in host_roles)
             ):
                 drop.append(item)
                 continue

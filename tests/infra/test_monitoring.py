@@ -6,6 +6,9 @@ import time
 
 from roles import monitoring
 
+# tests/infra/conftest.py: only the database hosts are checked (a backup host runs no engine)
+host_roles = ("primary", "replica")
+
 COLLECTOR_OUTPUT = f"{monitoring.TEXTFILE_DIR}/dbzfs_zfs.prom"
 
 

@@ -11,6 +11,9 @@ import pytest
 from roles import snapshots
 from roles.host_scripts import db_snapshot
 
+# tests/infra/conftest.py: only the database hosts are checked (a backup host runs no engine)
+host_roles = ("primary", "replica")
+
 
 @pytest.fixture(scope="module")
 def takes(cfg, members):

@@ -12,6 +12,9 @@ from roles.zfs_properties import same_value
 
 from tests.infra.probe import fact
 
+# tests/infra/conftest.py: only the database hosts are checked (a backup host runs no engine)
+host_roles = ("primary", "replica")
+
 
 @pytest.fixture(scope="module")
 def topology(host, cfg):

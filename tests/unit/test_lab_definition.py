@@ -24,6 +24,10 @@ def top(key, value):
     return lambda raw: raw.__setitem__(key, value)
 
 
+def backup(name, **settings):
+    return lambda raw: raw["backup_vms"][name].update(settings)
+
+
 CASES = {
     "zero memory": (
         vm("db1", memory=0),
@@ -120,6 +124,85 @@ CASES = {
     "prefix as text": (
         lambda raw: raw["network"].__setitem__("private_prefix", "24"),
         "network.private_prefix = '24': must be a prefix length 8..30. Fix: e.g. 24",
+    ),
+    # backup_vms: a backup host runs no database
+    "backup VM with an engine": (
+        backup("backup1", engine="mariadb"),
+        "backup1: engine = 'mariadb': a backup VM runs no database. "
+        "Fix: remove it (a backup VM pulls the database VMs' snapshots)",
+    ),
+    "backup VM with a primary": (
+        backup("backup1", primary="db1"),
+        "backup1: primary = 'db1': a backup VM runs no database. "
+        "Fix: remove it (a backup VM pulls the database VMs' snapshots)",
+    ),
+    "backup VM with a server_id": (
+        backup("backup1", server_id=51),
+        "backup1: server_id = 51: a backup VM runs no database. "
+        "Fix: remove it (a backup VM pulls the database VMs' snapshots)",
+    ),
+    "backup VM with an engine in defaults": (
+        defaults(engine="mariadb"),
+        "backup1: defaults.engine = 'mariadb': a backup VM runs no database. "
+        "Fix: remove it (a backup VM pulls the database VMs' snapshots)",
+    ),
+    "backup VM as a replica": (
+        backup("backup1", role="replica"),
+        "backup1: role = 'replica': a VM of backup_vms is a backup host. Fix: role: backup",
+    ),
+    "backup VM without a role": (
+        lambda raw: raw["backup_vms"]["backup1"].pop("role"),
+        "backup1: role: missing. Fix: set role for the VM or in defaults",
+    ),
+    "backup role among the database VMs": (
+        vm("db2", role="backup", primary=None),
+        "db2: role = 'backup': a backup host runs no database: it belongs in backup_vms. "
+        "Fix: move the VM to backup_vms, without engine, primary or server_id",
+    ),
+    "backup VM below 1 GiB": (
+        backup("backup1", memory=512),
+        "backup1: memory = 512: must be at least 1024 MiB. Fix: e.g. 1536 (a backup VM needs 1 GiB)",
+    ),
+    "backup VM with one drive": (
+        backup("backup1", drive_count=1),
+        "backup1: drive_count = 1: must be at least 2 drives. Fix: e.g. 24 (mirrors need 2 or more)",
+    ),
+    "backup VM in an unknown group": (
+        backup("backup1", groups=["backup"]),
+        "backup1: groups = ['backup']: must be a list of inventory groups. "
+        "Fix: e.g. [monitoring] (have: monitoring)",
+    ),
+    "backup VM named like a lab VM": (
+        lambda raw: raw["backup_vms"].__setitem__("db1", raw["backup_vms"].pop("backup1")),
+        "backup_vms.db1: VM names in both vms and backup_vms. Fix: give the VM its own name",
+    ),
+    "backup VM named like a joining VM": (
+        lambda raw: raw["backup_vms"].__setitem__("db3", raw["backup_vms"].pop("backup1")),
+        "backup_vms.db3: VM names in both joining_vms and backup_vms. Fix: give the VM its own name",
+    ),
+    "backup VM named like a bare VM": (
+        lambda raw: raw["backup_vms"].__setitem__("bare1", raw["backup_vms"].pop("backup1")),
+        "backup_vms.bare1: VM names in both bare_vms and backup_vms. Fix: give the VM its own name",
+    ),
+    "backup VM on a lab VM's ssh port": (
+        backup("backup1", ssh_port=2223),
+        "backup1: ssh_port = 2223: ssh_port must differ between VMs: db3 has it too. "
+        "Fix: give each VM its own ssh_port",
+    ),
+    "backup VM on a bare VM's address": (
+        backup("backup1", private_address="10.99.0.41"),
+        "backup1: private_address = '10.99.0.41': private_address must differ between VMs: "
+        "bare1 has it too. Fix: give each VM its own private_address",
+    ),
+    "backup_vms as a list": (
+        top("backup_vms", ["backup1"]),
+        "backup_vms = ['backup1']: must be a mapping, not list. "
+        "Fix: one entry per backup VM: name -> settings",
+    ),
+    "a replica of the backup VM": (
+        vm("db2", primary="backup1"),
+        "db2: primary = 'backup1': is not a mariadb primary here. "
+        "Fix: name a mariadb primary of the same section",
     ),
 }
 
@@ -219,3 +302,47 @@ def test_zfs_install_prebuilt_boots_the_bare_image_and_bare_vms_refuse_it():
     with pytest.raises(LabDefinitionError) as err:
         _check(raw)
     assert "zfs_install = 'dkms': not a way the lab installs ZFS" in str(err.value)
+
+
+def test_the_backup_vm_is_booted_by_name_and_runs_no_database():
+    lab = load()
+    assert list(lab.backup) == ["backup1"] and "backup1" not in lab.names
+    assert list(lab.all_vms) == ["db1", "db2", "pg1", "pg2", "db3", "bare1", "backup1"]
+    backup1 = lab.vm("backup1")
+    assert lab.backup["backup1"] is lab.all_vms["backup1"]
+    assert (backup1.role, backup1.engine, backup1.primary, backup1.server_id) == ("backup", None, None, None)
+    assert (backup1.ssh_port, backup1.private_address, backup1.memory) == (2251, "10.99.0.51", 1536)
+    assert (backup1.drive_count, backup1.drive_size, backup1.vcpus) == (4, 1024**3, 1)
+    assert (backup1.image, backup1.zfs_install, backup1.groups) == ("zfs", None, ())
+    assert backup1.host_data == {
+        "role": "backup",
+        "replication_address": "10.99.0.51",
+        "hardware": {"ram_bytes": 1536 * 1024 * 1024, "cpus": 1},
+        "drive_pattern": "nvme-QEMU_NVMe_Ctrl_backup1-nvme??",
+        "drive_count": 4,
+    }
+    # the database VMs' data keep their keys
+    assert set(lab.vm("db1").host_data) == {
+        "engine",
+        "role",
+        "primary",
+        "server_id",
+        "replication_address",
+        "hardware",
+        "drive_pattern",
+        "drive_count",
+    }
+    assert set(lab.vm("pg2").host_data) >= {"engine", "primary", "server_id", "zfs_install"}
+
+
+def test_backup_vms_take_groups_and_a_prebuilt_zfs_and_may_be_absent():
+    raw = copy.deepcopy(BASE)
+    raw["backup_vms"]["backup1"].update(groups=["monitoring"], zfs_install="prebuilt")
+    backup1 = _check(raw).backup["backup1"]
+    assert backup1.groups == ("monitoring",) and (backup1.image, backup1.zfs_install) == ("bare", "prebuilt")
+    assert backup1.host_data["zfs_install"] == "prebuilt" and "engine" not in backup1.host_data
+    del raw["backup_vms"]
+    lab = _check(raw)
+    assert lab.backup == {} and "backup1" not in lab.all_vms
+    with pytest.raises(LabDefinitionError, match="no VM 'backup1'"):
+        lab.vm("backup1")

@@ -100,11 +100,28 @@ BROKEN_DEFINITIONS = {  # an edit of lab.yaml -> the refusal it meets
         lambda r: r["joining_vms"]["db3"].update(private_address="10.99.0.12"),
         "private_address must differ",
     ),
+    "backup ssh port": (lambda r: r["backup_vms"]["backup1"].update(ssh_port=2241), "ssh_port must differ"),
+    "backup address": (
+        lambda r: r["backup_vms"]["backup1"].update(private_address="10.99.0.21"),
+        "private_address must differ",
+    ),
+    "backup name": (
+        lambda r: r["backup_vms"].update(pg1=r["backup_vms"].pop("backup1")),
+        "both vms and backup_vms",
+    ),
+    "backup with an engine": (
+        lambda r: r["backup_vms"]["backup1"].update(engine="postgresql"),
+        "a backup VM runs no database",
+    ),
+    "bare replica of backup1": (
+        lambda r: r["bare_vms"]["bare1"].update(role="replica", primary="backup1"),
+        "not a mariadb primary",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", BROKEN_DEFINITIONS)
-def test_bare_and_joining_vms_are_checked_like_the_others(case):
+def test_bare_joining_and_backup_vms_are_checked_like_the_others(case):
     edit, refusal = BROKEN_DEFINITIONS[case]
     raw = yaml.safe_load(DEFINITION.read_text())
     edit(raw)
@@ -142,3 +159,47 @@ def test_the_three_node_inventories_pass_validation(tmp_path, monkeypatch):
         problems = validate(load_inventory_isolated(str(path)), secrets)
         # pg2's module repository key exists once the lab has built it (not on a clean clone)
         assert [p for p in problems if "key_file" not in p.key] == []
+
+
+def test_the_backup_vm_is_in_its_own_inventory_with_the_lab_unchanged():
+    lab = load()
+    plain = inventory()
+    assert "backup" not in plain and "_backup_host" in plain
+    assert "backup1" not in [n for g in ("mariadb", "postgresql") for n, _ in plain[g]]
+    inv = runpy.run_path(str(REPO / "inventories" / "lab_backup.py"))
+    groups = {k: v for k, v in inv.items() if not k.startswith("_") and isinstance(v, list)}
+    assert sorted(groups) == ["backup", "mariadb", "monitoring", "postgresql"]
+    for group in ("mariadb", "postgresql", "monitoring"):
+        assert inv[group] == plain[group]
+    assert [n for n, _ in inv["backup"]] == ["backup1"]
+    data = dict(inv["backup"])["backup1"]
+    name, host = plain["_host"](lab.vm("backup1"))
+    assert name == "backup1" and data == host
+    assert data["ssh_hostname"] == "127.0.0.1" and data["ssh_port"] == 2251 and data["ssh_user"] == "root"
+    assert data["ssh_key"] == str(SSH_KEY)
+    assert data["role"] == "backup" and data["replication_address"] == "10.99.0.51"
+    assert not {"engine", "primary", "server_id"} & set(data)
+    assert data["drive_count"] == 4 and data["hardware"]["ram_bytes"] == 1536 * 1024**2
+    assert data["prometheus_scrape_interval"] == plain["LAB_DATA"]["prometheus_scrape_interval"]
+    with pytest.raises(ValueError, match="db1 is not a backup VM"):
+        plain["_backup_host"](lab.vm("db1"))
+
+
+def test_lab_backup_inventory_passes_validation():
+    from lab.control import ssh_private_key
+    from roles.secrets import Secrets
+    from roles.validation import load_inventory_isolated, validate
+
+    secrets = Secrets(
+        {
+            "replication_password": "x" * 24,
+            "lab_app_password": "y" * 24,
+            "backup_ssh_private_key": ssh_private_key(),
+        },
+        "test",
+    )
+    hosts = load_inventory_isolated("inventories/lab_backup.py")
+    assert sorted(hosts) == ["backup1", "db1", "db2", "pg1", "pg2"]
+    problems = validate(hosts, secrets)
+    # pg2's module repository key exists once the lab has built it (not on a clean clone)
+    assert [p for p in problems if "key_file" not in p.key] == []

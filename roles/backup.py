@@ -1,0 +1,274 @@
+"""The backup role: off-host copies of the database hosts' snapshots (group_data/all.py, Backups).
+
+A backup host (an inventory host with role = "backup": no engine, its own drives and pool) pulls
+with syncoid (Debian's sanoid package): raw sends of the snapshots the database hosts took
+(roles/snapshots.py), incremental after the first, resumable, into
+<pool>/backup/<cluster>/<host>/{data,log}; its own sanoid prunes them by backup_retention. Pulled,
+not pushed: a database host holds no key to the backup host. Each database host lets the backup
+host's key (the secret backup_ssh_private_key) log in as `dbzfs-backup` from the backup hosts'
+addresses only, and `zfs allow`s that account `send` on the engine's datasets and nothing else, so
+a compromised database host cannot reach the copies and the backup key cannot change a database
+host's data. roles/host_scripts/backup_pull.py does the pulling (dbzfs-backup-pull.timer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyinfra import host, inventory
+from pyinfra.api import HiddenValue, deploy
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.operations import files
+
+from roles import engine, render, snapshots, zfs
+from roles.hostdata import HostConfig
+from roles.operations import accounts, common, snapshots as snapshot_ops, units, zfs as zfs_ops
+
+ROLE = "backup"
+SECRET = "backup_ssh_private_key"
+USER = "dbzfs-backup"  # the account the backup host logs in as on a database host
+HOME = f"/var/lib/{USER}"
+AUTHORIZED_KEYS = f"{HOME}/.ssh/authorized_keys"
+PERMISSIONS = ["send"]  # what USER may do to the engine's datasets (zfs allow)
+KEY_DIR = "/etc/dbzfs/backup"
+KEY = f"{KEY_DIR}/id_ed25519"
+KNOWN_HOSTS = f"{KEY_DIR}/known_hosts"  # the database hosts' keys, as first seen (accept-new)
+CONFIG = f"{KEY_DIR}/sources.json"
+SCRIPT_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "backup_pull.py"
+SCRIPT = "/usr/local/lib/dbzfs/backup_pull.py"
+UNIT = "dbzfs-backup-pull.service"
+TIMER = "dbzfs-backup-pull.timer"
+UNIT_PATH = f"/etc/systemd/system/{UNIT}"
+TIMER_PATH = f"/etc/systemd/system/{TIMER}"
+METRICS_DIR = "/var/lib/prometheus/node-exporter"
+METRICS = f"{METRICS_DIR}/dbzfs_backup.prom"
+SUCCEEDED = "dbzfs_backup_run_success 1"  # the metrics line of a pull that got every copy
+SANOID_CONF = "/etc/sanoid/sanoid.conf"
+PACKAGES = ["sanoid"]  # syncoid comes with it
+COPIES = "backup"  # <pool>/backup holds the copies
+
+
+def configs() -> list[HostConfig]:
+    """Every inventory host's settings, whatever --limit selects."""
+    return [HostConfig.from_data(h.name, h.data) for h in inventory]
+
+
+def backup_hosts(hosts: Sequence[HostConfig]) -> list[HostConfig]:
+    return [h for h in hosts if h.is_backup_host]
+
+
+def database_hosts(hosts: Sequence[HostConfig]) -> list[HostConfig]:
+    return [h for h in hosts if not h.is_backup_host and h.engine]
+
+
+def copies_root(cfg: HostConfig) -> str:
+    return f"{cfg.pool.name}/{COPIES}"
+
+
+def copy_of(cfg: HostConfig, source: HostConfig, role: str) -> str:
+    """Where a backup host keeps a source dataset's copies (role: "data" or "log")."""
+    return f"{copies_root(cfg)}/{source.cluster}/{source.name}/{role}"
+
+
+def clusters(hosts: Sequence[HostConfig]) -> dict[str, str]:
+    """cluster -> its engine, in inventory order."""
+    out: dict[str, str] = {}
+    for h in database_hosts(hosts):
+        out.setdefault(h.cluster, h.engine)
+    return out
+
+
+def pull_config_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> str:
+    """The script's --config: what to pull from where, and where to put it."""
+    sources = [
+        {
+            "host": h.name,
+            "address": h.replication_address,
+            "cluster": h.cluster,
+            "engine": h.engine,
+            "datasets": {"data": h.dataset_name(h.data_dataset), "log": h.dataset_name(h.log_dataset)},
+        }
+        for h in database_hosts(hosts)
+    ]
+    config = {
+        "target": copies_root(cfg),
+        "user": USER,
+        "ssh_key": KEY,
+        "known_hosts": KNOWN_HOSTS,
+        "metrics": METRICS,
+        "sources": sources,
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+def retention(cfg: HostConfig, engine_name: str) -> dict[str, int]:
+    counts = cfg.backup_retention.get(engine_name, {})
+    return {kind: int(counts.get(kind, 0)) for kind in snapshots.KINDS}
+
+
+def files_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict[str, str]:
+    """path -> text of the backup host's files (the key apart)."""
+    groups = clusters(hosts)
+    return {
+        SANOID_CONF: render.render(
+            "backup-sanoid.conf.j2",
+            {
+                "host": cfg.name,
+                "clusters": {f"{copies_root(cfg)}/{c}": e for c, e in groups.items()},
+                "retention": {e: retention(cfg, e) for e in sorted(set(groups.values()))},
+            },
+        ),
+        UNIT_PATH: render.render(
+            "dbzfs-backup-pull.service.j2", {"script": SCRIPT, "config": CONFIG, "key": KEY}
+        ),
+        TIMER_PATH: render.render("dbzfs-backup-pull.timer.j2", {"minutes": cfg.backup_pull_minutes}),
+        CONFIG: pull_config_text(cfg, hosts),
+    }
+
+
+_public_keys: dict[str, str] = {}
+
+
+def public_key(private_text: str) -> str:
+    """The OpenSSH public key of a private key's text (ssh-keygen -y on the machine running the
+    deploy; the private key only ever in a mode 600 file of a private temporary directory)."""
+    if private_text not in _public_keys:
+        with tempfile.TemporaryDirectory(prefix="dbzfs-key-") as tmp:
+            path = os.path.join(tmp, "key")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(key_text(private_text))
+            result = subprocess.run(
+                ["ssh-keygen", "-y", "-f", path], capture_output=True, text=True, check=False
+            )
+        if result.returncode != 0 or not result.stdout.strip():
+            raise ValueError("not an OpenSSH private key without a passphrase (ssh-keygen -y refused it)")
+        _public_keys[private_text] = result.stdout.split()[0] + " " + result.stdout.split()[1]
+    return _public_keys[private_text]
+
+
+def key_text(private_text: str) -> str:
+    """ssh reads a key file only when it ends with a newline."""
+    return private_text if private_text.endswith("\n") else private_text + "\n"
+
+
+def authorized_keys_text(public: str, backups: Sequence[HostConfig]) -> str:
+    """One line: the key, from the backup hosts' addresses only, no forwarding, no pty."""
+    sources = ",".join(str(b.replication_address) for b in backups)
+    names = ",".join(b.name for b in backups)
+    return f'restrict,from="{sources}" {public} {USER}@{names}\n'
+
+
+def _secret_key() -> HiddenValue:
+    return engine.secret(SECRET)
+
+
+def _public_key() -> str:
+    try:
+        return public_key(_secret_key().unmask())
+    except ValueError as exc:
+        raise PyinfraError(f"{host.name}: secret {SECRET!r}: {exc}") from None
+
+
+# --- the database hosts ------------------------------------------------------------------------
+
+
+@deploy("Access for the backup host")
+def access() -> None:
+    """A database host: the backup hosts' key may log in as USER and send the engine's datasets;
+    with no backup host in the inventory, neither."""
+    cfg = engine.host_config()
+    backups = backup_hosts(configs())
+    parent = cfg.dataset_name(cfg.parent_dataset)
+    if not backups:
+        files.file(name=f"{AUTHORIZED_KEYS} absent: no backup host", path=AUTHORIZED_KEYS, present=False)
+        zfs_ops.allowed(name=f"{USER} may not send {parent}", dataset_name=parent, user=USER, permissions=[])
+        return
+    accounts.system_account(name=f"Account {USER}", account=USER, home=HOME, shell="/bin/sh")
+    for path, mode in ((HOME, "750"), (f"{HOME}/.ssh", "700")):
+        files.directory(name=path, path=path, user=USER, group=USER, mode=mode)
+    engine.text_file(
+        authorized_keys_text(_public_key(), backups),
+        AUTHORIZED_KEYS,
+        user=USER,
+        group=USER,
+        mode="600",
+        name=f"{AUTHORIZED_KEYS}: the backup hosts' key, from their addresses only",
+    )
+    zfs_ops.allowed(
+        name=f"{USER} may send {parent} and its datasets, nothing else",
+        dataset_name=parent,
+        user=USER,
+        permissions=PERMISSIONS,
+    )
+
+
+# --- the backup host ---------------------------------------------------------------------------
+
+
+@deploy("Backup host software")
+def software() -> None:
+    """ZFS, then sanoid; the files first (the package's postinst reloads systemd)."""
+    cfg = engine.host_config()
+    hosts = configs()
+    files.directory(name=KEY_DIR, path=KEY_DIR, user="root", group="root", mode="700")
+    files.directory(name=METRICS_DIR, path=METRICS_DIR, user="root", group="root", mode="755")
+    common.config_files(
+        name="sanoid's config, the pull's unit, timer, sources and script",
+        files={**files_text(cfg, hosts), SCRIPT: SCRIPT_SOURCE.read_text()},
+        modes={SCRIPT: "755"},
+    )
+    common.secret_file(
+        name=f"{KEY} (the backup key, 0600)",
+        path=KEY,
+        content=HiddenValue(key_text(_secret_key().unmask())),
+        user="root",
+        group="root",
+        mode="600",
+    )
+    zfs.install(cfg)
+    engine.packages("sanoid and syncoid from Debian", PACKAGES)
+
+
+@deploy("Backup host storage")
+def storage() -> None:
+    """Its pool; the copies under <pool>/backup: never mounted, read-only (a receive still
+    writes), one dataset per replication group for its engine's retention."""
+    cfg = engine.host_config()
+    zfs.pool(cfg)
+    zfs_ops.dataset(
+        name=f"Dataset {cfg.pool.name} (not mounted)",
+        dataset_name=cfg.pool.name,
+        properties={"canmount": "off", "mountpoint": "none"},
+    )
+    root = copies_root(cfg)
+    zfs_ops.dataset(
+        name=f"Dataset {root} (the copies: not mounted, read-only)",
+        dataset_name=root,
+        properties={"canmount": "off", "mountpoint": "none", "readonly": "on"},
+    )
+    for cluster in clusters(configs()):
+        zfs_ops.dataset(
+            name=f"Dataset {root}/{cluster}",
+            dataset_name=f"{root}/{cluster}",
+            properties={"canmount": "off"},
+        )
+    zfs.scrub_and_capacity(cfg)
+
+
+@deploy("Backup pulls")
+def schedule() -> None:
+    """Last in deploy.py: the first pull needs the database hosts' access and snapshots."""
+    if not host.data.get("role") == ROLE:
+        return
+    units.current(
+        name=f"{TIMER} and sanoid.timer running, enabled",
+        units={TIMER: [], "sanoid.timer": []},
+        loaded=[UNIT, "sanoid.service"],
+    )
+    snapshot_ops.first_run(name="The first pull", unit=UNIT, marker=METRICS, succeeded=SUCCEEDED)
