@@ -24,7 +24,10 @@ USAGE = """python -m lab COMMAND
                       killing, default 60; --cache also stops the apt cache, which is otherwise
                       left running on 127.0.0.1:3142 for the next `up`)
   wipe [NAME...]      stopped VMs only: fresh root disks (new overlays) and empty drives
-  converge            up, then pyinfra inventories/lab.py deploy.py, then the tests/infra checks
+  converge [--with-backup]
+                      up, then pyinfra inventories/lab.py deploy.py, then the tests/infra checks;
+                      --with-backup: the backup VM too (lab.yaml backup_vms), with
+                      inventories/lab_backup.py
   ssh-config          (re)write .lab/ssh_config and print its path
   vagrant-box [--apt-proxy URL]
                       a Vagrant box for libvirt from the bare image (vagrant box add --name
@@ -41,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--timeout", type=int, default=60, help="down: seconds to wait for a clean power-off")
     p.add_argument("--cache", action="store_true", help="down: also stop the lab's apt-cacher-ng")
+    p.add_argument("--with-backup", action="store_true", help="converge: the backup VM too")
     a = p.parse_args(argv)
     # Options may also come after the command (`up --down-on-error`, `down --timeout 0`).
     rest = []
@@ -48,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     for x in it:
         if x == "--down-on-error":
             a.down_on_error = True
+        elif x == "--with-backup" and a.command == "converge":
+            a.with_backup = True
         elif x == "--cache" and a.command == "down":
             a.cache = True
         elif x == "--timeout" and a.command == "down":
@@ -77,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                 if a.command == "up":
                     control.up(lab, a.args, log=log)
                 else:
-                    control.converge(lab, log=log)
+                    control.converge(lab, log=log, with_backup=a.with_backup)
             except BaseException:
                 if a.down_on_error:
                     control.down(lab, log=log)

@@ -21,6 +21,7 @@ PYINFRA = REPO / ".venv" / "bin" / "pyinfra"
 PYTEST = REPO / ".venv" / "bin" / "pytest"
 PYTHON = REPO / ".venv" / "bin" / "python"
 INVENTORY = REPO / "inventories" / "lab.py"
+BACKUP_INVENTORY = REPO / "inventories" / "lab_backup.py"  # the lab plus its backup VM
 
 
 SECRETS = CACHE / "lab-secrets.yml"
@@ -222,12 +223,16 @@ def status(lab: Lab | None = None, log: Log = print) -> dict[str, int | None]:
     return rows
 
 
-def converge(lab: Lab | None = None, log: Log = print) -> None:
-    """up, then pyinfra inventories/lab.py deploy.py, then the testinfra checks in tests/infra."""
-    lab = up(lab, log=log)
+def converge(lab: Lab | None = None, log: Log = print, with_backup: bool = False) -> None:
+    """up, then pyinfra inventories/lab.py deploy.py, then the testinfra checks in tests/infra;
+    `with_backup`: the backup VMs too (lab.yaml backup_vms), with inventories/lab_backup.py."""
+    lab = lab or load()
+    names = [*lab.names, *(lab.backup if with_backup else [])]
+    inventory = BACKUP_INVENTORY if with_backup else INVENTORY
+    lab = up(lab, names, log=log)
     t0 = time.monotonic()
-    log(f"==> converge: {rel(PYINFRA)} -y {rel(INVENTORY)} deploy.py")
-    r = subprocess.run([str(PYINFRA), "-y", str(INVENTORY), "deploy.py"], cwd=REPO, env=lab_env())
+    log(f"==> converge: {rel(PYINFRA)} -y {rel(inventory)} deploy.py")
+    r = subprocess.run([str(PYINFRA), "-y", str(inventory), "deploy.py"], cwd=REPO, env=lab_env())
     if r.returncode != 0:
         raise LabError(f"pyinfra failed (rc {r.returncode})")
     log(f"==> converge: pyinfra done in {time.monotonic() - t0:.0f} s")
@@ -235,7 +240,7 @@ def converge(lab: Lab | None = None, log: Log = print) -> None:
     if not tests:
         log("==> checks: tests/infra has no tests yet: nothing to check (OK)")
         return
-    hosts = ",".join(f"paramiko://{n}" for n in lab.names)
+    hosts = ",".join(f"paramiko://{n}" for n in names)
     argv = [
         str(PYTEST),
         "-p",
@@ -243,6 +248,7 @@ def converge(lab: Lab | None = None, log: Log = print) -> None:
         "tests/infra",
         f"--hosts={hosts}",
         f"--ssh-config={SSH_CONFIG}",
+        f"--inventory={rel(inventory)}",
     ]
     log(f"==> checks: {' '.join(rel(a) if a.startswith('/') else a for a in argv)}")
     r = subprocess.run(argv, cwd=REPO, env=lab_env())
