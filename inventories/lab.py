@@ -64,6 +64,8 @@ LAB_DATA = {
         "PostgresReplicationSlotWALHigh": "10s",
         "ZfsSnapshotTooOld": "10s",
         "ZfsMetricsCollectorFailing": "30s",
+        "BackupCopyTooOld": "10s",
+        "BackupPullFailing": "30s",
     },
 }
 

@@ -25,7 +25,7 @@ from pyinfra.api import HiddenValue, deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
-from roles import engine, render, snapshots, zfs
+from roles import engine, monitoring, render, snapshots, zfs
 from roles.hostdata import HostConfig
 from roles.operations import accounts, common, snapshots as snapshot_ops, units, zfs as zfs_ops
 
@@ -45,8 +45,7 @@ UNIT = "dbzfs-backup-pull.service"
 TIMER = "dbzfs-backup-pull.timer"
 UNIT_PATH = f"/etc/systemd/system/{UNIT}"
 TIMER_PATH = f"/etc/systemd/system/{TIMER}"
-METRICS_DIR = "/var/lib/prometheus/node-exporter"
-METRICS = f"{METRICS_DIR}/dbzfs_backup.prom"
+METRICS = "/var/lib/prometheus/node-exporter/dbzfs_backup.prom"  # node_exporter's textfile dir
 SUCCEEDED = "dbzfs_backup_run_success 1"  # the metrics line of a pull that got every copy
 SANOID_CONF = "/etc/sanoid/sanoid.conf"
 PACKAGES = ["sanoid"]  # syncoid comes with it
@@ -213,11 +212,11 @@ def access() -> None:
 
 @deploy("Backup host software")
 def software() -> None:
-    """ZFS, then sanoid; the files first (the package's postinst reloads systemd)."""
+    """ZFS, then sanoid and node_exporter; the files first (the packages' postinsts reload
+    systemd)."""
     cfg = engine.host_config()
     hosts = configs()
     files.directory(name=KEY_DIR, path=KEY_DIR, user="root", group="root", mode="700")
-    files.directory(name=METRICS_DIR, path=METRICS_DIR, user="root", group="root", mode="755")
     common.config_files(
         name="sanoid's config, the pull's unit, timer, sources and script",
         files={**files_text(cfg, hosts), SCRIPT: SCRIPT_SOURCE.read_text()},
@@ -231,8 +230,9 @@ def software() -> None:
         group="root",
         mode="600",
     )
+    monitoring.before_install(cfg)
     zfs.install(cfg)
-    engine.packages("sanoid and syncoid from Debian", PACKAGES)
+    engine.packages("sanoid (syncoid) and monitoring from Debian", [*PACKAGES, *monitoring.packages(cfg)])
 
 
 @deploy("Backup host storage")
@@ -259,6 +259,7 @@ def storage() -> None:
             properties={"canmount": "off"},
         )
     zfs.scrub_and_capacity(cfg)
+    monitoring.running(cfg)
 
 
 @deploy("Backup pulls")

@@ -1,6 +1,8 @@
 """The monitoring role: node_exporter (with the ZFS textfile collector) and the engine's exporter on
-every database host, and Prometheus with the alert rules on the hosts of the inventory's
-`monitoring` group (group_data/monitoring.py sets `prometheus_server` for them).
+every database host; node_exporter and the ZFS collector alone on every backup host (role
+"backup", no engine: roles/backup.py, whose pull writes its own metrics to the same textfile
+directory); and Prometheus with the alert rules on the hosts of the inventory's `monitoring`
+group (group_data/monitoring.py sets `prometheus_server` for them), scraping them all.
 
 The exporters come from Debian. Their command lines are ours, in a systemd drop-in written before
 the package is installed, so the first start already listens on the host's replication address
@@ -52,9 +54,17 @@ def listen_address(cfg: HostConfig) -> str:
     return cfg.replication_address or "127.0.0.1"
 
 
+def engine_exporter(cfg: HostConfig) -> str | None:
+    """The package of this host's engine exporter; None on a host without an engine (a backup
+    host)."""
+    return ENGINE_EXPORTER.get(cfg.engine)
+
+
 def packages(cfg: HostConfig) -> list[str]:
-    """Debian packages this host's monitoring needs, installed with the engine's in one apt run."""
-    names = [NODE_EXPORTER, ENGINE_EXPORTER[cfg.engine]]
+    """Debian packages this host's monitoring needs, installed with the engine's (or the backup
+    host's) in one apt run."""
+    exporter = engine_exporter(cfg)
+    names = [NODE_EXPORTER, exporter] if exporter else [NODE_EXPORTER]
     return [*names, PROMETHEUS] if cfg.prometheus_server else names
 
 
@@ -79,30 +89,9 @@ def units_text(cfg: HostConfig) -> dict[str, str]:
             },
         ),
     }
-    if cfg.engine == "mariadb":
-        exporter = {
-            "after": ["mariadb.service"],
-            "environment": {"DATA_SOURCE_NAME": f"{ACCOUNT}@unix({MARIADB_SOCKET})/"},
-            "port": m.mysqld_exporter_port,
-        }
-    else:
-        exporter = {
-            "after": [f"postgresql@{render.PG_VERSION}-{render.PG_CLUSTER}.service"],
-            "environment": {
-                "DATA_SOURCE_NAME": f"user={ACCOUNT} host={PG_SOCKET_DIR} dbname=postgres sslmode=disable"
-            },
-            "port": m.postgres_exporter_port,
-        }
-    package = ENGINE_EXPORTER[cfg.engine]
-    files[drop_in_path(package)] = render.render(
-        "exporter-drop-in.conf.j2",
-        {
-            "why": why + "; it logs in as the prometheus Unix user, without a password",
-            "after": exporter["after"],
-            "environment": exporter["environment"],
-            "command": [f"/usr/bin/{package}", f"--web.listen-address={address}:{exporter['port']}"],
-        },
-    )
+    package = engine_exporter(cfg)
+    if package:
+        files[drop_in_path(package)] = _engine_exporter_drop_in(cfg, package, address, why)
     files[f"/etc/systemd/system/{COLLECTOR_UNIT}.service"] = render.render(
         "zfs-metrics.service.j2",
         {"collector": COLLECTOR, "output": f"{TEXTFILE_DIR}/dbzfs_zfs.prom"},
@@ -129,19 +118,61 @@ def units_text(cfg: HostConfig) -> dict[str, str]:
     return files
 
 
+def _engine_exporter_drop_in(cfg: HostConfig, package: str, address: str, why: str) -> str:
+    m = cfg.monitoring
+    if cfg.engine == "mariadb":
+        exporter = {
+            "after": ["mariadb.service"],
+            "environment": {"DATA_SOURCE_NAME": f"{ACCOUNT}@unix({MARIADB_SOCKET})/"},
+            "port": m.mysqld_exporter_port,
+        }
+    else:
+        exporter = {
+            "after": [f"postgresql@{render.PG_VERSION}-{render.PG_CLUSTER}.service"],
+            "environment": {
+                "DATA_SOURCE_NAME": f"user={ACCOUNT} host={PG_SOCKET_DIR} dbname=postgres sslmode=disable"
+            },
+            "port": m.postgres_exporter_port,
+        }
+    return render.render(
+        "exporter-drop-in.conf.j2",
+        {
+            "why": why + "; it logs in as the prometheus Unix user, without a password",
+            "after": exporter["after"],
+            "environment": exporter["environment"],
+            "command": [f"/usr/bin/{package}", f"--web.listen-address={address}:{exporter['port']}"],
+        },
+    )
+
+
+def is_monitored(cfg: HostConfig) -> bool:
+    """Whether Prometheus scrapes this host: a database host or a backup host."""
+    return cfg.engine in ENGINE_EXPORTER or cfg.is_backup_host
+
+
+def target_labels(cfg: HostConfig) -> dict[str, str]:
+    """The labels of a host's targets, the ones the alert rules select on: `instance` is the
+    inventory name; a database host's `engine` and `cluster`; a backup host's `role`."""
+    if cfg.engine in ENGINE_EXPORTER:
+        return {"instance": cfg.name, "engine": cfg.engine, "cluster": cfg.cluster}
+    return {"instance": cfg.name, "role": "backup"}
+
+
 def scrape_targets(hosts: list[HostConfig]) -> list[dict]:
-    """One scrape job per exporter: each database host's address and the labels the alert rules
-    select on (instance is the inventory name)."""
+    """One scrape job per exporter: each monitored host's address and the labels the alert rules
+    select on (target_labels). A backup host has node_exporter only. Other hosts are skipped."""
     jobs = {"node": [], "mysqld": [], "postgres": []}
     for h in hosts:
-        labels = {"instance": h.name, "engine": h.engine, "cluster": h.cluster}
+        if not is_monitored(h):
+            continue
+        labels = target_labels(h)
         address = listen_address(h)
         jobs["node"].append({"address": f"{address}:{h.monitoring.node_exporter_port}", "labels": labels})
         if h.engine == "mariadb":
             jobs["mysqld"].append(
                 {"address": f"{address}:{h.monitoring.mysqld_exporter_port}", "labels": labels}
             )
-        else:
+        elif h.engine == "postgresql":
             jobs["postgres"].append(
                 {"address": f"{address}:{h.monitoring.postgres_exporter_port}", "labels": labels}
             )
@@ -165,22 +196,24 @@ def prometheus_config(cfg: HostConfig, hosts: list[HostConfig]) -> str:
     )
 
 
-def database_hosts() -> list[HostConfig]:
-    """Every database host of the inventory, whatever --limit selects: Prometheus scrapes them all."""
+def monitored_hosts() -> list[HostConfig]:
+    """Every database host and every backup host of the inventory, in its order, whatever --limit
+    selects: Prometheus scrapes them all."""
     configs = [HostConfig.from_data(h.name, h.data) for h in inventory]
-    return [c for c in configs if c.engine in ENGINE_EXPORTER]
+    return [c for c in configs if is_monitored(c)]
 
 
 @deploy("Monitoring units")
 def before_install(cfg: HostConfig) -> None:
-    """The exporters' (and Prometheus') drop-ins and files, before their packages start them."""
+    """The exporters' (and Prometheus') drop-ins and files, before their packages start them. On a
+    backup host too (node_exporter and the ZFS collector only)."""
     common.config_files(
         name="Exporter drop-ins, the ZFS textfile collector and its timer",
         files={**units_text(cfg), COLLECTOR: COLLECTOR_SOURCE.read_text()},
         modes={COLLECTOR: "755"},
     )
     if cfg.prometheus_server:
-        hosts = database_hosts()
+        hosts = monitored_hosts()
         # Checked by the host's own promtool once Prometheus is installed; the rules first, since
         # the config's check reads the rule files it names.
         common.config_file(
@@ -201,7 +234,10 @@ def before_install(cfg: HostConfig) -> None:
 
 @deploy("Monitoring accounts")
 def account(cfg: HostConfig) -> None:
-    """The exporter's database account, on the primary (it replicates to the replicas)."""
+    """The exporter's database account, on the primary (it replicates to the replicas). A host
+    without an engine (a backup host) has none."""
+    if cfg.engine not in ENGINE_EXPORTER:
+        return
     if cfg.engine == "mariadb":
         mariadb_ops.socket_user(
             name=f"{ACCOUNT}@localhost (unix_socket)", user=ACCOUNT, user_host="localhost"
@@ -218,7 +254,9 @@ def account(cfg: HostConfig) -> None:
 
 @deploy("Monitoring running")
 def running(cfg: HostConfig) -> None:
-    services = [NODE_EXPORTER, ENGINE_EXPORTER[cfg.engine]] + ([PROMETHEUS] if cfg.prometheus_server else [])
+    """The exporters (node_exporter alone on a backup host), the collector's timer and Prometheus
+    where it runs: started, enabled, restarted when their files changed."""
+    services = packages(cfg)
     watched = {f"{package}.service": [drop_in_path(package)] for package in services}
     if cfg.prometheus_server:
         watched[f"{PROMETHEUS}.service"] += [PROMETHEUS_CONFIG, PROMETHEUS_RULES]

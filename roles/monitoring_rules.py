@@ -1,21 +1,31 @@
 """The Prometheus alert rules, generated from the deploy's data (pure: no pyinfra).
 
 `rules(hosts, monitoring)` builds the rule file for the Prometheus host `monitoring` from the
-database hosts' `HostConfig`s; `rules_yaml` is the same as the text the monitoring role writes.
+database and backup hosts' `HostConfig`s; `rules_yaml` is the same as the text the monitoring role
+writes. A backup host (role "backup", no engine: roles/backup.py) is watched like a database host
+minus the engine: its targets, its pool and its ZFS collector, and its pulls (the Backup* alerts,
+only in an inventory that has one); no engine, replication or snapshot alert selects it.
 `ALERTS` names every alert with its default `for:`, its severity, what it means and what to do (the
 README's table is made from it); the Prometheus host's `alert_for` overrides the `for:` by name.
 
 Thresholds come from each host's own data (capacity, replica lag, slot WAL, ARC ratio, scrub and
-snapshot age, the ZFS collector's interval): when the hosts an alert applies to agree, it is one
-rule; when they differ, one rule per distinct value, each selecting its hosts with
-`instance=~"a|b"`, all under the same alert name.
+snapshot age, the ZFS collector's interval, a backup host's copy age and pull interval): when the
+hosts an alert applies to agree, it is one rule; when they differ, one rule per distinct value,
+each selecting its hosts with `instance=~"a|b"`, all under the same alert name.
 
 What the rules select on (the scrape config of roles/monitoring.py is the other side of this):
-every target has `instance` = the inventory host name, `engine` and `cluster`; the jobs are `node`
-(node_exporter with the ZFS and textfile collectors), `mysqld`, `postgres` and `prometheus`.
-The `dbzfs_*` series are our own ZFS textfile collector's. The exporters' metric names were
-checked against Debian 12's packages, run against throwaway local servers (MariaDB 10.11 primary
-+ replica, PostgreSQL 15 primary + streaming standby with slots), and against their sources:
+every target has `instance` = the inventory host name; a database host's also `engine` and
+`cluster`, a backup host's `role="backup"` instead; the jobs are `node` (node_exporter with the ZFS
+and textfile collectors: every host), `mysqld`, `postgres` (the database hosts) and `prometheus`.
+The `dbzfs_zpool_*` and `dbzfs_zfs_*` series are our own ZFS textfile collector's (on a backup
+host too, whose received copies are snapshots it lists: hence the snapshot alert selects the
+database hosts by name), `dbzfs_snapshots_taken_here` the snapshot job's, and `dbzfs_backup_*` the
+backup host's pull's (roles/host_scripts/backup_pull.py: `dbzfs_backup_pull_success`,
+`dbzfs_backup_newest_copy_timestamp_seconds` and `dbzfs_backup_copies` per `source` and `dataset`
+pulled, absent for a skipped one; `dbzfs_backup_last_run_timestamp_seconds`, the run's start, and
+`dbzfs_backup_run_success`). The exporters' metric names were checked against Debian 12's
+packages, run against throwaway local servers (MariaDB 10.11 primary + replica, PostgreSQL 15
+primary + streaming standby with slots), and against their sources:
 
 - node_exporter 1.5.0: `node_zfs_arc_demand_metadata_hits` / `_misses` (collector/zfs.go and
   zfs_linux.go at v1.5.0: kstat `arcstats` name -> `node_zfs_arc_<name>`, untyped, cumulative;
@@ -174,7 +184,23 @@ ALERTS: dict[str, Alert] = {
         "The ZFS metrics collector fails or its metrics are stale or missing, so the pool alerts are blind.",
         "Check systemctl status dbzfs-zfs-metrics.service and its journal on the host.",
     ),
+    "BackupCopyTooOld": Alert(
+        "30m",
+        "warning",
+        "A backup host's newest copy of a database host's dataset is older than its backup_max_age_hours.",
+        "Check journalctl -u dbzfs-backup-pull on the backup host; run it by hand: "
+        "systemctl start dbzfs-backup-pull.",
+    ),
+    "BackupPullFailing": Alert(
+        "30m",
+        "warning",
+        "A backup host's pull of a dataset fails, or its pulls stopped running or wrote no metrics.",
+        "Check journalctl -u dbzfs-backup-pull and dbzfs-backup-pull.timer on the backup host; run it "
+        "by hand: systemctl start dbzfs-backup-pull.",
+    ),
 }
+# Only in the rules of an inventory that has a backup host.
+BACKUP_ALERTS = ("BackupCopyTooOld", "BackupPullFailing")
 
 JOBS = {"mariadb": "mysqld", "postgresql": "postgres"}
 UP = {"mariadb": "mysql", "postgresql": "pg"}  # <prefix>_up: whether the exporter reaches its server
@@ -184,6 +210,8 @@ ARC_WINDOW = "30m"
 ARC_MIN_ACCESSES_PER_SECOND = 10
 # ZfsMetricsCollectorFailing: stale after this many of the host's collector intervals.
 COLLECTOR_STALE_INTERVALS = 3
+# BackupPullFailing: stale after this many of the backup host's backup_pull_minutes.
+BACKUP_STALE_PULLS = 3
 
 # Prometheus' duration syntax (prometheus/common model.ParseDuration, as in Prometheus 2.42):
 # units in this order, each at most once, integers only; "0" alone is allowed too.
@@ -300,20 +328,23 @@ def _targets(r: _Rules, hosts: list[HostConfig], monitoring: HostConfig) -> None
     r.add("dbzfs-targets", "TargetDown", "up == 0")
     expected = [("prometheus", monitoring.name)]
     for h in hosts:
-        expected += [("node", h.name), (JOBS[h.engine], h.name)]
+        expected += [("node", h.name)] + ([(JOBS[h.engine], h.name)] if h.engine in JOBS else [])
     r.add(
         "dbzfs-targets",
         "TargetMissing",
         _or([f"absent(up{{job={_str(job)},instance={_str(name)}}})" for job, name in expected]),
     )
-    engines = {h.engine for h in hosts}
+    engines = {h.engine for h in hosts if h.engine in JOBS}
     down = [f"{_selector(f'{prefix}_up', JOBS[e])} == 0" for e, prefix in UP.items() if e in engines]
     if down:
         r.add("dbzfs-targets", "DatabaseDown", _or(down))
 
 
 def _zfs(r: _Rules, hosts: list[HostConfig]) -> None:
+    """The pools and the ZFS collector of every host (backup hosts too); the snapshots and the
+    ARC of the database hosts only."""
     group = "dbzfs-zfs"
+    databases = [h for h in hosts if h.engine in JOBS]
     # Not ONLINE: the state the pool reports, or no series at all for the pool the host's data
     # names while the collector works (not imported, or exported).
     clauses = [
@@ -357,7 +388,11 @@ def _zfs(r: _Rules, hosts: list[HostConfig]) -> None:
         r.add(group, "ZpoolScrubOverdue", f"{too_old}\n{running}", threshold=age)
         r.add(group, "ZpoolScrubOverdue", f"{end} == 0\n{running}", age, threshold=age, last_scrub="never")
 
-    for hours, names in _by_value(hosts, lambda h: h.monitoring.snapshot_max_age_hours):
+    # The database hosts' only, by name when there are backup hosts: the collector lists a backup
+    # host's copies as snapshots too, but it takes none (BackupCopyTooOld watches their age).
+    for hours, names in _by_value(databases, lambda h: h.monitoring.snapshot_max_age_hours):
+        if names is None and len(databases) < len(hosts):
+            names = [h.name for h in databases]
         newest = _selector("dbzfs_zfs_newest_snapshot_timestamp_seconds", "node", names)
         # Not on a host whose snapshot job says it takes none in its server's present role (a
         # replica promoted keeps its old snapshots until sanoid ages them out).
@@ -386,7 +421,8 @@ def _zfs(r: _Rules, hosts: list[HostConfig]) -> None:
         stale = f"{COLLECTOR_STALE_INTERVALS * interval}s"
         r.add(group, "ZfsMetricsCollectorFailing", _or(clauses), threshold=stale)
 
-    mariadb = [h for h in hosts if h.engine == "mariadb"]
+    # A backup host's targets have no `engine` label: engine="mariadb" selects none of them.
+    mariadb = [h for h in databases if h.engine == "mariadb"]
     for ratio, names in _by_value(mariadb, lambda h: h.monitoring.arc_metadata_hit_ratio_alert):
         sel = {"engine": "mariadb"} if names is None else {}
         hits, misses = (
@@ -454,15 +490,56 @@ def _replication(r: _Rules, hosts: list[HostConfig]) -> None:
         r.add(group, "PostgresReplicationSlotWALHigh", f"{held} > {_num(size)}", threshold=f"{size} bytes")
 
 
+def _backup(r: _Rules, backups: list[HostConfig]) -> None:
+    """The backup hosts' pulls (roles/host_scripts/backup_pull.py's metrics). Every selector names
+    `dbzfs_backup_*` series, which only a backup host's pull writes, but `up`: that one names the
+    backup hosts."""
+    group = "dbzfs-backup"
+    # Per source and dataset the pull still pulls (a dataset skipped, its host taking no
+    # snapshots in its present role, has no series: no alert). A failed pull keeps the age
+    # of the copies it already had, so this fires alongside BackupPullFailing once they age.
+    for hours, names in _by_value(backups, lambda h: h.backup_max_age_hours):
+        newest = _selector("dbzfs_backup_newest_copy_timestamp_seconds", "node", names)
+        pulled = _selector("dbzfs_backup_pull_success", "node", names)
+        r.add(
+            group,
+            "BackupCopyTooOld",
+            f"time() - {newest} > {hours * 3600}\nand on(instance, source, dataset) {pulled}",
+            threshold=f"{hours}h",
+        )
+    # One of three ways, its `problem` label says which: a dataset's last pull failed (per source
+    # and dataset); the last run started longer ago than BACKUP_STALE_PULLS intervals (the timer
+    # does not run it, or one run takes that long: the metrics are written when it ends); or no
+    # metrics at all on a backup host whose node_exporter answers (never run to its end).
+    for minutes, names in _by_value(backups, lambda h: h.backup_pull_minutes):
+        success = _selector("dbzfs_backup_pull_success", "node", names)
+        last = _selector("dbzfs_backup_last_run_timestamp_seconds", "node", names)
+        run = _selector("dbzfs_backup_run_success", "node", names)
+        up = _selector("up", "node", names or [h.name for h in backups])
+        stale = BACKUP_STALE_PULLS * minutes
+        clauses = [
+            _with_label(f"{success} == 0", "problem", "failing"),
+            _with_label(f"time() - {last} > {stale * 60}", "problem", "stale"),
+            _with_label(f"{up} == 1 unless on(instance) {run}", "problem", "missing"),
+        ]
+        r.add(group, "BackupPullFailing", _or(clauses), threshold=f"{stale}m")
+
+
 def rules(hosts: list[HostConfig], monitoring: HostConfig) -> dict:
-    """The rule file (groups of alerting rules) for `hosts`, the inventory's database hosts, on
-    the Prometheus host `monitoring` (whose alert_for sets the rules' `for:`)."""
-    hosts = [h for h in hosts if h.engine in JOBS]
+    """The rule file (groups of alerting rules) for `hosts`, the inventory's database and backup
+    hosts (any other is ignored), on the Prometheus host `monitoring` (whose alert_for sets the
+    rules' `for:`)."""
+    hosts = [h for h in hosts if h.engine in JOBS or h.is_backup_host]
+    databases = [h for h in hosts if h.engine in JOBS]
+    backups = [h for h in hosts if h.engine not in JOBS]
     r = _Rules(dict(monitoring.monitoring.alert_for))
     _targets(r, hosts, monitoring)
     if hosts:
         _zfs(r, hosts)
-        _replication(r, hosts)
+    if databases:
+        _replication(r, databases)
+    if backups:
+        _backup(r, backups)
     return {"groups": [{"name": name, "rules": group} for name, group in r.groups.items()]}
 
 
@@ -481,7 +558,7 @@ _Dumper.add_representer(str, _str_presenter)
 def rules_yaml(hosts: list[HostConfig], monitoring: HostConfig) -> str:
     header = (
         f"# Managed by dbzfs (roles/monitoring_rules.py) on {monitoring.name}: the alert rules for "
-        "the inventory's database hosts.\n"
+        "the inventory's database and backup hosts.\n"
     )
     body = yaml.dump(rules(hosts, monitoring), Dumper=_Dumper, sort_keys=False, width=1_000_000)
     return header + body

@@ -373,6 +373,7 @@ class _Checker:
             if cfg.is_backup_host:
                 self.zfs_install(cfg)
                 self.backup_host(cfg)
+                self.monitoring(cfg)
                 continue
             self.datasets(cfg)
             self.module_params(cfg)

@@ -3,13 +3,14 @@
 promtool comes from Debian's `prometheus` package, extracted into .venv/bin by scripts/bootstrap
 (lab mode): a missing promtool fails these tests, it never skips them.
 
-- `promtool check rules --lint-fatal` on the rules rendered for the unit tests' fleet, for
-  inventories/prod.py and for inventories/lab.py;
+- `promtool check rules --lint-fatal` on the rules rendered for the unit tests' fleet (with and
+  without a backup host), for inventories/prod.py, inventories/lab.py and inventories/lab_backup.py;
 - `promtool test rules` with the test files in tests/unit/promtool/: each feeds synthetic series
-  to the rules rendered for FIXED (below, the data those files are written against) and asserts
-  which alerts fire, with which labels, and when; every alert of ALERTS is shown firing and not
-  firing there. Their expected annotations are ALERTS' own, filled in here (promtool compares
-  annotations too: the files list labels only);
+  to the rules rendered for FIXED (below, the data those files are written against: database
+  hosts and two backup hosts) and asserts which alerts fire, with which labels, and when; every
+  alert of ALERTS is shown firing and not firing there, and the database hosts' alerts are shown
+  not firing on a backup host's series. Their expected annotations are ALERTS' own, filled in
+  here (promtool compares annotations too: the files list labels only);
 - the rule structure: per-host thresholds (one rule when the hosts agree, one per value selecting
   its hosts when they differ), alert_for, and valid_duration against promtool itself.
 """
@@ -61,6 +62,16 @@ FIXED = {
     "pg1": {"engine": "postgresql", "role": "primary", "replication_slot_alert_bytes": GIB},
     "pg2": {"engine": "postgresql", "role": "replica", "primary": "pg1"},
     "pg3": {"engine": "postgresql", "role": "replica", "primary": "pg1"},
+    # Backup hosts (no engine): bk1 with the defaults (copies at most 2h old, a pull every 15m),
+    # bk2 with its own pool, thresholds and interval.
+    "bk1": {"role": "backup"},
+    "bk2": {
+        "role": "backup",
+        "zpool_name": "vault",
+        "zfs_capacity_threshold": 90,
+        "backup_max_age_hours": 6,
+        "backup_pull_minutes": 60,
+    },
 }
 FIXED_COMMON = {"scrub_max_age_days": 2, "snapshot_max_age_hours": 26, "zfs_metrics_interval": 60}
 FIXED_POSTGRESQL = {"snapshot_max_age_hours": 48}
@@ -77,7 +88,7 @@ def configs(fleet: dict) -> list[HostConfig]:
 def fixed() -> tuple[list[HostConfig], HostConfig]:
     fleet = {}
     for name, data in FIXED.items():
-        extra = FIXED_POSTGRESQL if data["engine"] == "postgresql" else {}
+        extra = FIXED_POSTGRESQL if data.get("engine") == "postgresql" else {}
         fleet[name] = host_data(**{**FIXED_COMMON, **extra, **data})
     name, data = FIXED_MONITORING
     return configs(fleet), HostConfig.from_data(name, host_data(**data))
@@ -103,10 +114,11 @@ def rules_named(doc: dict, alert: str) -> list[dict]:
 
 
 def inventory_hosts(path: Path) -> tuple[list[HostConfig], HostConfig]:
-    """An inventory file's database hosts over group_data/all.py, and its Prometheus host (the
-    `monitoring` group's first, or the first database host when it has none)."""
+    """An inventory file's database and backup hosts over group_data/all.py, and its Prometheus
+    host (the `monitoring` group's first, or the first database host when it has none)."""
     inv = runpy.run_path(str(path))
-    fleet = {name: host_data(**data) for name, data in inv["mariadb"] + inv["postgresql"]}
+    groups = inv["mariadb"] + inv["postgresql"] + inv.get("backup", [])
+    fleet = {name: host_data(**data) for name, data in groups}
     monitoring = [m if isinstance(m, str) else m[0] for m in inv.get("monitoring") or []]
     mon = monitoring[0] if monitoring else next(iter(fleet))
     return configs(fleet), HostConfig.from_data(mon, fleet.get(mon, host_data()))
@@ -124,14 +136,22 @@ def test_rules_for_the_unit_fleet_pass_promtool(fleet, tmp_path):
     check(write_rules(tmp_path, configs(fleet), monitor()))
 
 
-@pytest.mark.parametrize("inventory", ["prod.py", "lab.py"])
+@pytest.mark.parametrize("inventory", ["prod.py", "lab.py", "lab_backup.py"])
 def test_rules_for_the_inventories_pass_promtool(inventory, tmp_path):
+    """Every alert, the backup ones only where the inventory has a backup host."""
     hosts, mon = inventory_hosts(REPO / "inventories" / inventory)
-    assert {h.engine for h in hosts} == {"mariadb", "postgresql"}
+    assert {h.engine for h in hosts if not h.is_backup_host} == {"mariadb", "postgresql"}
     path = write_rules(tmp_path, hosts, mon)
     check(path)
     doc = yaml.safe_load(path.read_text())
-    assert {rule["alert"] for group in doc["groups"] for rule in group["rules"]} == set(mr.ALERTS)
+    expected = set(mr.ALERTS) - (set() if any(h.is_backup_host for h in hosts) else set(mr.BACKUP_ALERTS))
+    assert {rule["alert"] for group in doc["groups"] for rule in group["rules"]} == expected
+
+
+def test_the_backup_alerts_are_only_for_an_inventory_with_a_backup_host(fleet):
+    doc = mr.rules(configs(fleet), monitor())
+    assert not {r["alert"] for g in doc["groups"] for r in g["rules"]} & set(mr.BACKUP_ALERTS)
+    assert set(mr.BACKUP_ALERTS) <= set(mr.ALERTS)
 
 
 def test_rules_for_the_fixed_data_pass_promtool(tmp_path):
@@ -146,6 +166,90 @@ def test_one_engine_only_has_no_rules_of_the_other(fleet, tmp_path):
     exprs = "\n".join(rule["expr"] for group in doc["groups"] for rule in group["rules"])
     assert "pg_" not in exprs and 'job="postgres"' not in exprs
     assert not [rule for group in doc["groups"] for rule in group["rules"] if "Postgres" in rule["alert"]]
+
+
+def backup_data(**overrides) -> dict:
+    """A backup host as in tests/unit/test_backup_role.py."""
+    data = {
+        "role": "backup",
+        "hardware": {"ram_bytes": 2 * GIB, "cpus": 1},
+        "replication_address": "10.99.0.51",
+        "drive_pattern": "nvme-TEST_backup1_*",
+        "drive_count": 4,
+    }
+    return host_data(**{**data, **overrides})
+
+
+def test_rules_for_the_unit_fleet_with_a_backup_host_pass_promtool(fleet, tmp_path):
+    fleet["backup1"] = backup_data()
+    path = write_rules(tmp_path, configs(fleet), monitor())
+    check(path)
+    doc = yaml.safe_load(path.read_text())
+    assert {r["alert"] for g in doc["groups"] for r in g["rules"]} == set(mr.ALERTS)
+    (missing,) = rules_named(doc, "TargetMissing")
+    assert 'absent(up{job="node",instance="backup1"})' in missing["expr"]
+    assert not re.search(r'job="(mysqld|postgres)",instance="backup1"', missing["expr"])
+    (copy_age,) = rules_named(doc, "BackupCopyTooOld")
+    assert copy_age["expr"] == (
+        'time() - dbzfs_backup_newest_copy_timestamp_seconds{job="node"} > 7200\n'
+        'and on(instance, source, dataset) dbzfs_backup_pull_success{job="node"}'
+    )
+    assert copy_age["labels"] == {"severity": "warning", "threshold": "2h"} and copy_age["for"] == "30m"
+    (pull,) = rules_named(doc, "BackupPullFailing")
+    assert pull["labels"] == {"severity": "warning", "threshold": "45m"} and pull["for"] == "30m"
+    assert pull["expr"].count("\nor ") == 2
+    for problem in ("failing", "stale", "missing"):
+        assert f'"problem", "{problem}"' in pull["expr"]
+    assert "> 2700" in pull["expr"]
+    # `up` is every host's: the missing clause names the backup hosts.
+    assert (
+        'up{job="node",instance="backup1"} == 1 unless on(instance) dbzfs_backup_run_success' in pull["expr"]
+    )
+
+
+def test_a_backup_host_is_in_no_database_alert(fleet):
+    """Its pool and collector are watched; no rule of the engines or the snapshots selects it:
+    those select a job only the database hosts have, engine="mariadb", or the database hosts by
+    name."""
+    fleet["backup1"] = backup_data()
+    doc = mr.rules(configs(fleet), monitor())
+    for alert in ("ZfsSnapshotTooOld",):
+        (rule,) = rules_named(doc, alert)
+        assert 'instance=~"db1|db2|pg1|pg2"' in rule["expr"] and "backup1" not in rule["expr"]
+    for alert in ("DatabaseDown", "MariaDBReplicationStopped", "MariaDBReplicaLagging"):
+        for rule in rules_named(doc, alert):
+            assert 'job="node"' not in rule["expr"] and "backup1" not in rule["expr"], rule
+    for alert in ("PostgresStandbyNotStreaming", "PostgresReplicationSlotWALHigh"):
+        for rule in rules_named(doc, alert):
+            assert 'job="node"' not in rule["expr"] and "backup1" not in rule["expr"], rule
+    (arc,) = rules_named(doc, "ArcMetadataHitRatioLow")
+    assert set(re.findall(r"\{[^}]*\}", arc["expr"])) == {'{job="node",engine="mariadb"}'}
+    (online,) = rules_named(doc, "ZpoolNotOnline")
+    assert 'instance=~"db1|db2|pg1|pg2|backup1"' in online["expr"]
+
+
+def test_backup_hosts_that_differ_get_one_rule_per_value(fleet, tmp_path):
+    fleet["backup1"] = backup_data()
+    fleet["backup2"] = backup_data(replication_address="10.99.0.52")
+    fleet["backup3"] = backup_data(replication_address="10.99.0.53")
+    agree = mr.rules(configs(fleet), monitor())
+    for alert in mr.BACKUP_ALERTS:
+        assert len(rules_named(agree, alert)) == 1, alert
+    (pull,) = rules_named(agree, "BackupPullFailing")
+    assert 'up{job="node",instance=~"backup1|backup2|backup3"}' in pull["expr"]
+    fleet["backup3"] |= {"backup_max_age_hours": 5, "backup_pull_minutes": 60}
+    doc = mr.rules(configs(fleet), monitor())
+    found = {
+        alert: {r["labels"]["threshold"]: r["expr"] for r in rules_named(doc, alert)}
+        for alert in mr.BACKUP_ALERTS
+    }
+    assert set(found["BackupCopyTooOld"]) == {"2h", "5h"}
+    assert set(found["BackupPullFailing"]) == {"45m", "180m"}
+    assert 'instance=~"backup1|backup2"' in found["BackupCopyTooOld"]["2h"]
+    assert "> 7200" in found["BackupCopyTooOld"]["2h"] and "> 18000" in found["BackupCopyTooOld"]["5h"]
+    assert 'instance="backup3"' in found["BackupPullFailing"]["180m"]
+    assert "> 10800" in found["BackupPullFailing"]["180m"]
+    check(write_rules(tmp_path, configs(fleet), monitor()))
 
 
 def test_no_database_hosts_still_watches_prometheus(tmp_path):
