@@ -22,9 +22,10 @@ For each source host and each of its datasets (role "data", "log"), into
    source but also hold snapshots after it that the source no longer has (a rollback there, or
    their pruning there while the pulls failed longer than its retention), the pull would have to
    roll them back: it fails instead, saying which and how to keep or drop them;
-3. syncoid pulls: raw sends (`zfs send -w`: the blocks as compressed on the source), only what is
-   newer than the newest snapshot in common, resumable, received unmounted, never rolling the
-   copies back (`--no-rollback`: a rollback would destroy copies newer than the one in common).
+3. syncoid pulls: raw sends with the properties (`zfs send -w -p`: the blocks as compressed on
+   the source, each snapshot's dbzfs:gtid / dbzfs:lsn with it), only what is newer than the
+   newest snapshot in common, resumable, received unmounted and never mountable, never rolling
+   the copies back (`--no-rollback`: a rollback would destroy copies newer than the one in common).
 
 Each line of output says what became of one dataset; the metrics (node_exporter's textfile
 collector, written atomically) hold, per source and dataset pulled, whether the pull succeeded,
