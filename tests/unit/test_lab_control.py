@@ -108,3 +108,23 @@ def test_status_shows_a_backup_vm_with_no_engine(monkeypatch):
     assert row.split()[:7] == ["backup1", "stopped", "127.0.0.1:2251", "-", "10.99.0.51", "-", "backup"]
     assert db1.split()[5:7] == ["mariadb", "primary"]
     assert header.index("engine") == row.index("10.99.0.51") + 13 == db1.index("mariadb")
+
+
+@pytest.mark.parametrize("with_backup", [False, True])
+def test_converge_with_the_backup_host_boots_it_and_uses_its_inventory(monkeypatch, with_backup):
+    lab = definition.load()
+    booted, commands = [], []
+    monkeypatch.setattr(control, "up", lambda lab, names, log: booted.extend(names) or lab)
+    monkeypatch.setattr(control, "lab_env", lambda: {})
+    monkeypatch.setattr(
+        control.subprocess,
+        "run",
+        lambda argv, **kw: commands.append(argv) or subprocess.CompletedProcess(argv, 0),
+    )
+    control.converge(lab, log=lambda _: None, with_backup=with_backup)
+    assert booted == [*lab.names, *(["backup1"] if with_backup else [])]
+    inventory = control.BACKUP_INVENTORY if with_backup else control.INVENTORY
+    assert commands[0][-2:] == [str(inventory), "deploy.py"]
+    hosts = next(a for a in commands[1] if a.startswith("--hosts="))
+    assert ("paramiko://backup1" in hosts) == with_backup
+    assert f"--inventory={control.rel(inventory)}" in commands[1]
