@@ -23,6 +23,18 @@ def host_data(**overrides):
     return data
 
 
+def backup_data(**overrides):
+    """A backup host (role "backup", no engine: roles/backup.py) with 4 drives."""
+    data = {
+        "role": "backup",
+        "hardware": {"ram_bytes": 2 * GIB, "cpus": 1},
+        "replication_address": "10.99.0.51",
+        "drive_pattern": "nvme-TEST_backup1_*",
+        "drive_count": 4,
+    }
+    return host_data(**{**data, **overrides})
+
+
 def by_id(host, n=24):
     return [f"/dev/disk/by-id/nvme-TEST_{host}_{i:02d}" for i in range(n)]
 

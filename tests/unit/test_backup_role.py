@@ -13,7 +13,7 @@ from roles.operations import zfs as zfs_ops
 from roles.secrets import Secrets
 from roles.validation import validate
 
-from tests.unit.conftest import GIB, host_data
+from tests.unit.conftest import backup_data
 from tests.unit.fact_stubs import run_operation
 
 
@@ -22,17 +22,6 @@ def key_pair(tmp_path_factory):
     path = tmp_path_factory.mktemp("key") / "id"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", str(path)], check=True)
     return path.read_text(), " ".join(path.with_suffix(".pub").read_text().split()[:2])
-
-
-def backup_data(**overrides):
-    return host_data(
-        role="backup",
-        hardware={"ram_bytes": 2 * GIB, "cpus": 1},
-        replication_address="10.99.0.51",
-        drive_pattern="nvme-TEST_backup1_*",
-        drive_count=4,
-        **overrides,
-    )
 
 
 @pytest.fixture

@@ -12,25 +12,13 @@ from roles import monitoring, monitoring_rules
 from roles.hostdata import HostConfig
 from roles.validation import load_inventory
 
-from tests.unit.conftest import GIB, REPO, host_data
+from tests.unit.conftest import REPO, backup_data, host_data
 
 PROMTOOL = REPO / ".venv" / "bin" / "promtool"
 
 
 def configs(fleet):
     return {name: HostConfig.from_data(name, data) for name, data in fleet.items()}
-
-
-def backup_data(**overrides):
-    """A backup host (role "backup", no engine), as in tests/unit/test_backup_role.py."""
-    data = {
-        "role": "backup",
-        "hardware": {"ram_bytes": 2 * GIB, "cpus": 1},
-        "replication_address": "10.99.0.51",
-        "drive_pattern": "nvme-TEST_backup1_*",
-        "drive_count": 4,
-    }
-    return host_data(**{**data, **overrides})
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ import yaml
 from roles import monitoring_rules as mr
 from roles.hostdata import HostConfig
 
-from tests.unit.conftest import REPO, host_data
+from tests.unit.conftest import REPO, backup_data, host_data
 
 PROMTOOL = REPO / ".venv" / "bin" / "promtool"
 PROMTOOL_TESTS = Path(__file__).resolve().parent / "promtool"
@@ -166,18 +166,6 @@ def test_one_engine_only_has_no_rules_of_the_other(fleet, tmp_path):
     exprs = "\n".join(rule["expr"] for group in doc["groups"] for rule in group["rules"])
     assert "pg_" not in exprs and 'job="postgres"' not in exprs
     assert not [rule for group in doc["groups"] for rule in group["rules"] if "Postgres" in rule["alert"]]
-
-
-def backup_data(**overrides) -> dict:
-    """A backup host as in tests/unit/test_backup_role.py."""
-    data = {
-        "role": "backup",
-        "hardware": {"ram_bytes": 2 * GIB, "cpus": 1},
-        "replication_address": "10.99.0.51",
-        "drive_pattern": "nvme-TEST_backup1_*",
-        "drive_count": 4,
-    }
-    return host_data(**{**data, **overrides})
 
 
 def test_rules_for_the_unit_fleet_with_a_backup_host_pass_promtool(fleet, tmp_path):
