@@ -264,12 +264,25 @@ def storage() -> None:
 
 @deploy("Backup pulls")
 def schedule() -> None:
-    """Last in deploy.py: the first pull needs the database hosts' access and snapshots."""
-    if not host.data.get("role") == ROLE:
+    """Last in deploy.py, on every host of an inventory with a backup host: the first pull is one
+    operation of every host (a no-op on the database hosts: engine.step), so that it runs after
+    their access and their first snapshots (pyinfra orders one host's operations, and orders
+    hosts only at the operations they share)."""
+    if not backup_hosts(configs()):
         return
-    units.current(
-        name=f"{TIMER} and sanoid.timer running, enabled",
-        units={TIMER: [], "sanoid.timer": []},
-        loaded=[UNIT, "sanoid.service"],
+    is_backup = host.data.get("role") == ROLE
+    if is_backup:
+        units.current(
+            name=f"{TIMER} and sanoid.timer running, enabled",
+            units={TIMER: [], "sanoid.timer": []},
+            loaded=[UNIT, "sanoid.service"],
+        )
+    engine.step(
+        is_backup,
+        "not a backup host",
+        snapshot_ops.first_run,
+        name="The first pull",
+        unit=UNIT,
+        marker=METRICS,
+        succeeded=SUCCEEDED,
     )
-    snapshot_ops.first_run(name="The first pull", unit=UNIT, marker=METRICS, succeeded=SUCCEEDED)

@@ -161,11 +161,20 @@ def _placed(
         "root",
         CHECK_DIR,
         "&&",
+        # Created when missing; an existing one keeps its mode (install -d would reset it: a
+        # 0700 ~/.ssh made 0755 at every converge).
+        "{",
+        "test",
+        "-d",
+        QuoteString(os.path.dirname(path)),
+        "||",
         "install",
         "-d",
         "-m",
         "0755",
         QuoteString(os.path.dirname(path)),
+        ";",
+        "}",
     )
     yield FileUploadCommand(io.BytesIO(content.encode()), candidate, remote_temp_filename=f"{candidate}.part")
     place = [
