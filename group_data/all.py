@@ -165,7 +165,7 @@ snapshot_retention = {
 # host's snapshots with syncoid, as raw sends (the copy keeps the blocks' compression), into
 # <its zpool_name>/backup/<cluster>/<host>/{data,log}. The database hosts hold no key to it: each
 # lets the backup host's key log in as `dbzfs-backup`, from the backup host's
-# replication_address only, and `zfs allow`s that account to send, nothing else; a database host
+# replication_address only, and `zfs allow`s that account to send (and hold), nothing else; a database host
 # cannot reach, change or delete the copies. The key: the secret `backup_ssh_private_key` (an
 # OpenSSH private key's text: `ssh-keygen -t ed25519 -N "" -f KEY`, then the file's content).
 backup_pull_minutes = 15  # minutes between two pulls (a pull sends only what is new)

@@ -6,7 +6,8 @@ with syncoid (Debian's sanoid package): raw sends of the snapshots the database 
 <pool>/backup/<cluster>/<host>/{data,log}; its own sanoid prunes them by backup_retention. Pulled,
 not pushed: a database host holds no key to the backup host. Each database host lets the backup
 host's key (the secret backup_ssh_private_key) log in as `dbzfs-backup` from the backup hosts'
-addresses only, and `zfs allow`s that account `send` on the engine's datasets and nothing else, so
+addresses only, and `zfs allow`s that account `send` (and `hold`, which `zfs send -I` takes) on the
+engine's datasets and nothing else, so
 a compromised database host cannot reach the copies and the backup key cannot change a database
 host's data. roles/host_scripts/backup_pull.py does the pulling (dbzfs-backup-pull.timer).
 """
@@ -34,7 +35,7 @@ SECRET = "backup_ssh_private_key"
 USER = "dbzfs-backup"  # the account the backup host logs in as on a database host
 HOME = f"/var/lib/{USER}"
 AUTHORIZED_KEYS = f"{HOME}/.ssh/authorized_keys"
-PERMISSIONS = ["send"]  # what USER may do to the engine's datasets (zfs allow)
+PERMISSIONS = ["hold", "send"]  # zfs allow: send, and the temporary holds `zfs send -I` takes
 KEY_DIR = "/etc/dbzfs/backup"
 KEY = f"{KEY_DIR}/id_ed25519"
 KNOWN_HOSTS = f"{KEY_DIR}/known_hosts"  # the database hosts' keys, as first seen (accept-new)

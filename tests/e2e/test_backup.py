@@ -59,13 +59,15 @@ def backed_up(converged, timings):
     t0 = time.monotonic()
     converged.join(BACKUP)
     timings["backup1 boots"] = time.monotonic() - t0
-    t0 = time.monotonic()
-    result = converged.pyinfra(inventory=INVENTORY)
-    timings["converge with backup1 (its first pull included)"] = time.monotonic() - t0
-    result.check()
-    yield converged
-    if BACKUP in converged.names:  # a test failed before the last one: the lab as it was
-        leave(converged, timings).check()
+    try:
+        t0 = time.monotonic()
+        result = converged.pyinfra(inventory=INVENTORY)
+        timings["converge with backup1 (its first pull included)"] = time.monotonic() - t0
+        result.check()
+        yield converged
+    finally:
+        if BACKUP in converged.names:  # the lab as it was, whatever failed
+            leave(converged, timings).check()
 
 
 def test_the_first_converge_copied_the_replicas_snapshots(backed_up):
