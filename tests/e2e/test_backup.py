@@ -79,7 +79,11 @@ def test_the_first_converge_copied_the_replicas_snapshots(backed_up):
                 source = guids(backed_up, name, dataset)
                 copy = f"dbpool/backup/{cluster}/{name}/{role}"
                 if source:
-                    assert guids(backed_up, BACKUP, copy) == source, (name, role)
+                    # Up to the newest copy: the host may have taken one since the pull
+                    held = guids(backed_up, BACKUP, copy)
+                    assert held and held[-1] in source, (name, role, source, held)
+                    upto = source[: source.index(held[-1]) + 1]
+                    assert set(upto) <= set(held), (name, role, upto, held)
                 else:
                     assert backed_up.run(BACKUP, f"zfs list -H {copy}").rc != 0, (name, role)
         assert guids(backed_up, spec["replica"], spec["datasets"][0]), "the replica takes them"
@@ -122,12 +126,12 @@ def test_a_pull_sends_only_the_new_snapshot_with_its_position(backed_up, timings
         out = backed_up.check(BACKUP, f"{PULL} && journalctl -o cat -n 20 -u {backup.UNIT}")
         timings[f"incremental pull ({engine})"] = time.monotonic() - t0
         after = guids(backed_up, BACKUP, copy)
-        assert after[: len(before)] == before and len(after) == len(before) + 1, (before, after, out)
-        newest = backed_up.check(
-            BACKUP, f"zfs list -H -t snapshot -o name -s createtxg -d 1 {copy} | tail -n 1"
+        assert set(before) <= set(after) and len(after) > len(before), (before, after, out)
+        taken = backed_up.check(
+            replica, f"zfs list -H -t snapshot -o name -s createtxg -d 1 {spec['datasets'][0]} | tail -n 1"
         )
-        snapshot = newest.split("@", 1)[1].strip()
-        assert snapshot.endswith("_frequently"), newest
+        snapshot = taken.split("@", 1)[1].strip()
+        assert snapshot.endswith("_frequently"), taken
         position = {
             name: backed_up.check(
                 name, f"zfs get -H -o value {spec['property']} {dataset}@{snapshot}"
@@ -147,7 +151,8 @@ def test_the_database_hosts_hold_no_key_to_the_backup_host(backed_up):
             " -o ConnectTimeout=10 root@10.99.0.51 true",
         )
         assert r.rc != 0, f"{name} logs in to the backup host"
-        r = backed_up.run(name, f"runuser -u {backup.USER} -- zfs destroy -r dbpool/datastore@nothing-here")
+        # Its account may send, not snapshot (nor destroy, rename or set: tests/infra/test_backup.py)
+        r = backed_up.run(name, f"runuser -u {backup.USER} -- zfs snapshot dbpool/datastore@dbzfs-probe")
         assert r.rc != 0 and "permission denied" in (r.stdout + r.stderr).lower(), (name, r)
 
 
