@@ -164,13 +164,9 @@ def authorized_keys_text(public: str, backups: Sequence[HostConfig]) -> str:
     return f'restrict,from="{sources}" {public} {USER}@{names}\n'
 
 
-def _secret_key() -> HiddenValue:
-    return engine.secret(SECRET)
-
-
 def _public_key() -> str:
     try:
-        return public_key(_secret_key().unmask())
+        return public_key(engine.secret(SECRET).unmask())
     except ValueError as exc:
         raise PyinfraError(f"{host.name}: secret {SECRET!r}: {exc}") from None
 
@@ -226,7 +222,7 @@ def software() -> None:
     common.secret_file(
         name=f"{KEY} (the backup key, 0600)",
         path=KEY,
-        content=HiddenValue(key_text(_secret_key().unmask())),
+        content=HiddenValue(key_text(engine.secret(SECRET).unmask())),
         user="root",
         group="root",
         mode="600",
@@ -271,7 +267,7 @@ def schedule() -> None:
     hosts only at the operations they share)."""
     if not backup_hosts(configs()):
         return
-    is_backup = host.data.get("role") == ROLE
+    is_backup = engine.host_config().is_backup_host
     if is_backup:
         units.current(
             name=f"{TIMER} and sanoid.timer running, enabled",
