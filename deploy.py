@@ -8,7 +8,7 @@ engine's (roles/backup.py).
 
 from pyinfra import host
 
-from roles import backup, mariadb, postgresql, preflight, snapshots, topology, zfs
+from roles import backup, mariadb, pgbackrest, postgresql, preflight, snapshots, topology, zfs
 
 preflight.validate_inventory()
 topology.check()
@@ -16,6 +16,7 @@ topology.check()
 if host.data.role == backup.ROLE:
     backup.software()
     backup.storage()
+    pgbackrest.repository()
 else:
     role = {"mariadb": mariadb, "postgresql": postgresql}[host.data.engine]
     # Packages before the pool: every package's postinst reloads systemd, and once a pool of 24
@@ -25,7 +26,11 @@ else:
     role.software()
     zfs.storage()
     backup.access()
+    if host.data.engine == "postgresql":
+        pgbackrest.client()
     role.server()
     snapshots.schedule()
 # Last: the first pull needs the database hosts' access and their first snapshots.
 backup.schedule()
+# After the servers archive: the stanzas and their first backups.
+pgbackrest.schedule()

@@ -178,6 +178,18 @@ backup_retention = {
 # The oldest the newest copy of a host that takes snapshots may be on the backup host (checks).
 backup_max_age_hours = 2
 
+# --- Point-in-time recovery (roles/pgbackrest.py) ------------------------------------------------
+
+# With a backup host, every PostgreSQL host archives its WAL with pgBackRest (Debian's package) to
+# a repository on the backup host (<its zpool_name>/pgbackrest), which takes the base backups.
+# pgBackRest logs in both ways as postgres, for its remote protocol only: the backup host with
+# backup_ssh_private_key, the PostgreSQL hosts with the secret `pgbackrest_ssh_private_key` (a
+# second key made the same way). Restores: runbooks/restore.py.
+pitr_archive_timeout = 60  # seconds: at most this much committed work waits for its WAL to ship
+pgbackrest_retention_full = 2  # full backups kept per replication group (and the WAL they need)
+pgbackrest_full_calendar = "Sun *-*-* 01:00"  # systemd OnCalendar: full backups
+pgbackrest_incr_calendar = "Mon..Sat *-*-* 01:00"  # incremental backups (since the last backup)
+
 # --- Database -----------------------------------------------------------------------------------
 
 # Overrides of any server setting, rendered last: my.cnf [mysqld] keys or postgresql.conf keys,

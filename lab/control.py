@@ -25,12 +25,14 @@ BACKUP_INVENTORY = REPO / "inventories" / "lab_backup.py"  # the lab plus its ba
 
 
 SECRETS = CACHE / "lab-secrets.yml"
-# The one lab secret that is not a random password: the backup host's SSH key, as the text of its
-# private key file (ssh_private_key(); roles/backup.py reads it, inventories/lab_backup.py).
+# The lab secrets that are not random passwords: SSH keys, as the text of a private key file
+# (ssh_private_key()): the backup host's (roles/backup.py) and the PostgreSQL hosts' key to its
+# pgBackRest repository (roles/pgbackrest.py).
 BACKUP_SSH_KEY = "backup_ssh_private_key"
+PGBACKREST_SSH_KEY = "pgbackrest_ssh_private_key"
 # The keys the lab's inventories' data names: the replication account, the lab's application user
-# and the backup host's key.
-LAB_SECRETS = ("replication_password", "lab_app_password", BACKUP_SSH_KEY)
+# and the two keys.
+LAB_SECRETS = ("replication_password", "lab_app_password", BACKUP_SSH_KEY, PGBACKREST_SSH_KEY)
 
 
 def ssh_private_key(comment: str = "dbzfs-lab-backup") -> str:
@@ -49,7 +51,9 @@ def ssh_private_key(comment: str = "dbzfs-lab-backup") -> str:
 
 
 def _new_secret(key: str) -> str:
-    return ssh_private_key() if key == BACKUP_SSH_KEY else secrets.token_urlsafe(24)
+    if key in (BACKUP_SSH_KEY, PGBACKREST_SSH_KEY):
+        return ssh_private_key(comment=f"dbzfs-lab-{key}")
+    return secrets.token_urlsafe(24)
 
 
 class _SecretsDumper(yaml.SafeDumper):

@@ -26,7 +26,7 @@ from pyinfra.api import HiddenValue, deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
-from roles import engine, monitoring, render, snapshots, zfs
+from roles import engine, monitoring, pgbackrest, render, snapshots, zfs
 from roles.hostdata import HostConfig
 from roles.operations import accounts, common, snapshots as snapshot_ops, units, zfs as zfs_ops
 
@@ -215,8 +215,12 @@ def software() -> None:
     hosts = configs()
     files.directory(name=KEY_DIR, path=KEY_DIR, user="root", group="root", mode="700")
     common.config_files(
-        name="sanoid's config, the pull's unit, timer, sources and script",
-        files={**files_text(cfg, hosts), SCRIPT: SCRIPT_SOURCE.read_text()},
+        name="sanoid's config, the pull's unit, timer, sources and script, pgBackRest's units",
+        files={
+            **files_text(cfg, hosts),
+            SCRIPT: SCRIPT_SOURCE.read_text(),
+            **pgbackrest.unit_files_text(cfg, hosts),
+        },
         modes={SCRIPT: "755"},
     )
     common.secret_file(
@@ -229,7 +233,10 @@ def software() -> None:
     )
     monitoring.before_install(cfg)
     zfs.install(cfg)
-    engine.packages("sanoid (syncoid) and monitoring from Debian", [*PACKAGES, *monitoring.packages(cfg)])
+    engine.packages(
+        "sanoid (syncoid), pgBackRest and monitoring from Debian",
+        [*PACKAGES, *pgbackrest.packages(hosts), *monitoring.packages(cfg)],
+    )
 
 
 @deploy("Backup host storage")

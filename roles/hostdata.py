@@ -121,6 +121,10 @@ class HostConfig:
     backup_pull_minutes: int = 15  # a backup host: minutes between two pulls (roles/backup.py)
     backup_retention: dict = field(default_factory=dict)  # a backup host's: engine -> kind -> count
     backup_max_age_hours: int = 2
+    pitr_archive_timeout: int = 60  # PostgreSQL's archive_timeout, seconds (roles/pgbackrest.py)
+    pgbackrest_retention_full: int = 2  # a backup host's: full backups kept per stanza
+    pgbackrest_full_calendar: str = "Sun *-*-* 01:00"  # systemd OnCalendar of the full backups
+    pgbackrest_incr_calendar: str = "Mon..Sat *-*-* 01:00"  # and of the incremental ones
     compression: str = "lz4"
     datasets: dict = field(default_factory=dict)  # relative name -> properties, parent first
     # What the engine keeps where, by name (zfs_dataset_roles): "parent", "data", "log".
@@ -195,6 +199,10 @@ class HostConfig:
             backup_pull_minutes=_get(data, "backup_pull_minutes"),
             backup_retention=dict(_get(data, "backup_retention")),
             backup_max_age_hours=_get(data, "backup_max_age_hours"),
+            pitr_archive_timeout=_get(data, "pitr_archive_timeout"),
+            pgbackrest_retention_full=_get(data, "pgbackrest_retention_full"),
+            pgbackrest_full_calendar=_get(data, "pgbackrest_full_calendar"),
+            pgbackrest_incr_calendar=_get(data, "pgbackrest_incr_calendar"),
             compression=_get(data, "zfs_compression"),
             datasets=datasets,
             dataset_roles=roles,

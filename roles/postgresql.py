@@ -15,7 +15,7 @@ from pyinfra.api import HiddenValue, deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
-from roles import engine, fencing, monitoring, render, secrets, snapshots
+from roles import backup, engine, fencing, monitoring, pgbackrest, render, secrets, snapshots
 from roles.hostdata import HostConfig
 from roles.operations import common, postgresql as pg, units
 
@@ -63,13 +63,14 @@ def install(cfg: HostConfig, group: engine.Group) -> None:
     # then reads them too (each daemon-reload re-reads every unit: no reload of our own).
     engine.text_file(dropin_text(cfg), DROPIN, name=f"{UNIT} after the ZFS mounts")
     fencing.place(cfg, group, UNIT)
-    # One apt run for the server, the monitoring packages (their units are in place already) and
-    # sanoid (its timer does nothing before roles/snapshots.py writes its config).
+    # One apt run for the server, the monitoring packages (their units are in place already),
+    # sanoid (its timer does nothing before roles/snapshots.py writes its config) and pgBackRest
+    # (archive_command: roles/pgbackrest.py).
     engine.packages(
-        f"PostgreSQL {VERSION}, monitoring and sanoid",
+        f"PostgreSQL {VERSION}, monitoring, sanoid and pgBackRest",
         ["postgresql-common", f"postgresql-{VERSION}", f"postgresql-client-{VERSION}"]
         + monitoring.packages(cfg)
-        + [snapshots.PACKAGE],
+        + [snapshots.PACKAGE, pgbackrest.PACKAGE],
     )
     common.unit_files_loaded(name="systemd re-reads the unit", unit_name=UNIT)
 
@@ -79,12 +80,13 @@ def configure(cfg: HostConfig, group: engine.Group, applies: bool, why_not: str)
     # engine.step joins hosts only at an operation called directly.
     sized = engine.sized_for_this_host(cfg)
     members = list(group.members)
+    archive = pgbackrest.archive_settings(cfg, backup.configs())
     engine.step(
         applies,
         why_not,
         common.config_file,
         name=f"{CONFIG_DIR}/postgresql.conf",
-        content=render.render("postgresql.conf.j2", render.postgresql_context(cfg, sized, members)),
+        content=render.render("postgresql.conf.j2", render.postgresql_context(cfg, sized, members, archive)),
         path=f"{CONFIG_DIR}/postgresql.conf",
         user="postgres",
         group="postgres",

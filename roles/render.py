@@ -6,7 +6,7 @@ The logic (which value, which role) lives here; templates/ only lay the values o
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import jinja2
@@ -141,7 +141,10 @@ def mariadb_role_context(cfg: HostConfig) -> dict:
     return {"host": cfg.name, "role": cfg.role, "read_only": "ON" if cfg.role == "replica" else "OFF"}
 
 
-def postgresql_context(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfig] = ()) -> dict:
+def postgresql_context(
+    cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfig] = (), archive: Mapping | None = None
+) -> dict:
+    """`archive`: roles.pgbackrest.archive_settings (None: the WAL is not archived)."""
     settings = _formatted(sized.database, PG_SIZE_KEYS, pg_size)
     # full_page_writes guards against torn pages; ZFS writes a record atomically, so with records
     # of at least PostgreSQL's 8k page it is not needed [OpenZFS Workload Tuning].
@@ -152,6 +155,11 @@ def postgresql_context(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfi
     replicas = [p for p in peers if p.name != cfg.name]
     settings["max_wal_senders"] = max(10, len(replicas) + 2)
     settings["max_replication_slots"] = max(10, len(replicas) + 2)
+    # Set on a standby too: it archives only once promoted (archive_mode on, not always).
+    settings["archive_mode"] = "on" if archive else "off"
+    if archive:
+        settings["archive_command"] = f"pgbackrest --stanza={archive['stanza']} archive-push %p"
+        settings["archive_timeout"] = f"{archive['timeout']}s"
     overrides = dict(cfg.db_settings)
     for key in list(overrides):
         if key in settings:
@@ -246,7 +254,9 @@ def render(template: str, context: dict) -> str:
     return _env.get_template(template).render(**context)
 
 
-def render_host(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfig] = ()) -> dict[str, str]:
+def render_host(
+    cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfig] = (), archive: Mapping | None = None
+) -> dict[str, str]:
     """Every file a host gets from templates/: template name -> rendered text."""
     peers = list(peers)
     files = {
@@ -257,7 +267,9 @@ def render_host(cfg: HostConfig, sized: Sizing, peers: Iterable[HostConfig] = ()
         files["my.cnf.j2"] = render("my.cnf.j2", mariadb_context(cfg, sized))
         files["mariadb-role.cnf.j2"] = render("mariadb-role.cnf.j2", mariadb_role_context(cfg))
     elif cfg.engine == "postgresql":
-        files["postgresql.conf.j2"] = render("postgresql.conf.j2", postgresql_context(cfg, sized, peers))
+        files["postgresql.conf.j2"] = render(
+            "postgresql.conf.j2", postgresql_context(cfg, sized, peers, archive)
+        )
         files["pg_hba.conf.j2"] = render("pg_hba.conf.j2", pg_hba_context(cfg, peers))
     if cfg.engine in ("mariadb", "postgresql"):
         files["fence-check.sh.j2"] = render("fence-check.sh.j2", fence_context(cfg, peers))

@@ -23,6 +23,7 @@ from roles import (
     backup,
     db_settings,
     monitoring_rules,
+    pgbackrest,
     render,
     secrets as secrets_mod,
     snapshots,
@@ -160,6 +161,10 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
     "backup_pull_minutes": (_INT, False, "15"),
     "backup_retention": (_MAP, False, '{"mariadb": {"hourly": 48, "daily": 35}, "postgresql": {...}}'),
     "backup_max_age_hours": (_INT, False, "2"),
+    "pitr_archive_timeout": (_INT, False, "60 (seconds)"),
+    "pgbackrest_retention_full": (_INT, False, "2"),
+    "pgbackrest_full_calendar": (_STR, False, '"Sun *-*-* 01:00"'),
+    "pgbackrest_incr_calendar": (_STR, False, '"Mon..Sat *-*-* 01:00"'),
     "zfs_compression": (_STR, False, '"lz4" or "zstd"'),
     "zfs_datasets": (_MAP, False, "the default from group_data/all.py"),
     "zfs_dataset_roles": (_MAP, False, "the default from group_data/all.py"),
@@ -373,6 +378,7 @@ class _Checker:
             if cfg.is_backup_host:
                 self.zfs_install(cfg)
                 self.backup_host(cfg)
+                self.pitr(cfg)
                 self.monitoring(cfg)
                 continue
             self.datasets(cfg)
@@ -382,6 +388,8 @@ class _Checker:
             self.snapshots(cfg)
             self.monitoring(cfg)
             self.database(cfg)
+            if cfg.engine == "postgresql":
+                self.pitr(cfg)
         self.fleet_drives()
         self.clusters()
         self.backups()
@@ -1208,24 +1216,54 @@ class _Checker:
                         f"none set; {why}",
                         "set its address on the private network",
                     )
-        key = self.secrets.get(backup.SECRET)
+        self.ssh_key(backups[0].name, backup.SECRET, "a backup host pulls with this key")
+        postgresql = [c for c in self.cfg.values() if c.engine == "postgresql"]
+        if postgresql:
+            self.ssh_key(
+                postgresql[0].name,
+                pgbackrest.SECRET,
+                "the PostgreSQL hosts archive their WAL to the backup host with this key",
+            )
+
+    def ssh_key(self, name: str, secret: str, why: str) -> None:
+        """A secret that is an OpenSSH private key (its text never printed)."""
+        key = self.secrets.get(secret)
         fix = (
-            f"export {secrets_mod.env_name(backup.SECRET)} or add {backup.SECRET} to the secrets file: "
+            f"export {secrets_mod.env_name(secret)} or add {secret} to the secrets file: "
             'the text of a key made by ssh-keygen -t ed25519 -N "" -f KEY'
         )
         if not key:
-            self.add(
-                backups[0].name,
-                f"secrets.{backup.SECRET}",
-                None,
-                f"a backup host pulls with this key (looked in: {self.secrets.source})",
-                fix,
-            )
+            self.add(name, f"secrets.{secret}", None, f"{why} (looked in: {self.secrets.source})", fix)
             return
         try:
             backup.public_key(key)
         except ValueError as exc:
-            self.add(backups[0].name, f"secrets.{backup.SECRET}", "(hidden)", str(exc), fix)
+            self.add(name, f"secrets.{secret}", "(hidden)", str(exc), fix)
+
+    def pitr(self, c: HostConfig) -> None:
+        """The archive and backup settings (roles/pgbackrest.py)."""
+        if self.ok(c, "pitr_archive_timeout") and not 1 <= c.pitr_archive_timeout <= 3600:
+            self.add(
+                c.name,
+                "pitr_archive_timeout",
+                c.pitr_archive_timeout,
+                "out of range (1..3600 seconds)",
+                "e.g. 60: at most that much committed work waits to be archived",
+            )
+        if self.ok(c, "pgbackrest_retention_full") and not 1 <= c.pgbackrest_retention_full <= 99:
+            self.add(
+                c.name,
+                "pgbackrest_retention_full",
+                c.pgbackrest_retention_full,
+                "out of range (1..99)",
+                "e.g. 2",
+            )
+        for key in ("pgbackrest_full_calendar", "pgbackrest_incr_calendar"):
+            value = getattr(c, key)
+            if self.ok(c, key) and (not value.strip() or "\n" in value):
+                self.add(
+                    c.name, key, value, "not a systemd OnCalendar expression", f"e.g. {KEY_TYPES[key][2]}"
+                )
 
     def roll_primary(self, c: HostConfig) -> None:
         if self.ok(c, "roll_primary") and c.roll_primary not in ROLL_PRIMARY:

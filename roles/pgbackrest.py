@@ -1,0 +1,306 @@
+"""PostgreSQL's WAL archive and base backups with pgBackRest (Debian's package), in a repository on
+the backup host: point-in-time recovery (group_data/all.py, Point-in-time recovery).
+
+With a backup host in the inventory (roles/backup.py), every PostgreSQL host archives its WAL
+(archive_mode on, archive_command `pgbackrest archive-push`; a standby archives once promoted) to
+the repository on the backup host, <its pool>/pgbackrest mounted at /var/lib/pgbackrest, one
+stanza per replication group (its cluster name). The backup host takes the base backups, as
+pgBackRest has it (a backup runs where the repository is): a full one at the converge that
+creates the stanza, then on timers (pgbackrest_full_calendar, pgbackrest_incr_calendar), kept by
+pgbackrest_retention_full. Restores: runbooks/restore.py (roles/restore.py).
+
+pgBackRest talks over ssh both ways, as postgres: the backup host to the database hosts (with its
+backup key, backup_ssh_private_key) and the database hosts to the backup host (the secret
+pgbackrest_ssh_private_key). Each key is let in from the other side's addresses only, and runs
+pgBackRest's remote protocol and nothing else (authorized_keys command=,
+host_scripts/pgbackrest_remote.py): a database host gets no shell on the backup host, which holds
+every host's copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyinfra.api import HiddenValue, deploy
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.operations import files
+
+from roles import backup, engine, render
+from roles.hostdata import HostConfig
+from roles.operations import common, pgbackrest as ops, units, zfs as zfs_ops
+
+SECRET = "pgbackrest_ssh_private_key"  # the database hosts' key to the repository
+USER = "postgres"  # pgBackRest's user on both sides, as Debian's package sets it up
+HOME = "/var/lib/postgresql"
+SSH_DIR = f"{HOME}/.ssh"
+SSH_CONFIG = f"{SSH_DIR}/config"
+AUTHORIZED_KEYS = f"{SSH_DIR}/authorized_keys"
+KNOWN_HOSTS = f"{SSH_DIR}/known_hosts"  # the other side's host keys, as first seen (accept-new)
+CLIENT_KEY = f"{SSH_DIR}/dbzfs_pgbackrest"  # a database host's key to the repository
+REPOSITORY_KEY = f"{SSH_DIR}/dbzfs_backup"  # the backup host's key, for pgBackRest's user
+CONF = "/etc/pgbackrest.conf"  # Debian's
+REPOSITORY = "/var/lib/pgbackrest"
+DATASET = "pgbackrest"  # <pool>/pgbackrest on the backup host
+# pgBackRest writes whole files once: large records; ZFS compresses them (compress-type none).
+DATASET_PROPERTIES = {
+    "mountpoint": REPOSITORY,
+    "recordsize": "1M",
+    "compression": "zstd",
+    "atime": "off",
+    "xattr": "sa",
+}
+REMOTE_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "pgbackrest_remote.py"
+REMOTE = "/usr/local/lib/dbzfs/pgbackrest_remote.py"
+PACKAGE = "pgbackrest"
+BACKUP_UNIT = "dbzfs-pgbackrest-backup@.service"
+TYPES = ("full", "incr")  # the timers: dbzfs-pgbackrest-full.timer, dbzfs-pgbackrest-incr.timer
+UNIT_DIR = "/etc/systemd/system"
+
+
+def timer(kind: str) -> str:
+    return f"dbzfs-pgbackrest-{kind}.timer"
+
+
+def service(kind: str) -> str:
+    return f"dbzfs-pgbackrest-backup@{kind}.service"
+
+
+def postgresql_hosts(hosts: Sequence[HostConfig]) -> list[HostConfig]:
+    return [h for h in backup.database_hosts(hosts) if h.engine == "postgresql"]
+
+
+def enabled(hosts: Sequence[HostConfig]) -> bool:
+    """WAL is archived when the inventory has a backup host and a PostgreSQL host."""
+    return bool(backup.backup_hosts(hosts)) and bool(postgresql_hosts(hosts))
+
+
+def stanzas(hosts: Sequence[HostConfig]) -> dict[str, list[HostConfig]]:
+    """stanza (the replication group's cluster name) -> its hosts, the primary first."""
+    out: dict[str, list[HostConfig]] = {}
+    for h in sorted(postgresql_hosts(hosts), key=lambda h: h.role != "primary"):
+        out.setdefault(h.cluster, []).append(h)
+    return out
+
+
+def archive_settings(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict | None:
+    """postgresql.conf's archive settings for a PostgreSQL host, None when nothing archives."""
+    if not enabled(hosts):
+        return None
+    return {"stanza": cfg.cluster, "timeout": cfg.pitr_archive_timeout}
+
+
+def data_directory(cfg: HostConfig) -> str:
+    return render.postgresql_paths(cfg)["data_directory"]
+
+
+def ssh_config_text(addresses: Sequence[str], names: Sequence[str], key: str) -> str:
+    return render.render(
+        "pgbackrest-ssh-config.j2",
+        {
+            "addresses": list(addresses),
+            "names": list(names),
+            "key": key,
+            "known_hosts": KNOWN_HOSTS,
+            "user": USER,
+        },
+    )
+
+
+def authorized_keys_text(public: str, sources: Sequence[HostConfig], comment: str) -> str:
+    """One line: the key from these hosts' addresses only, pgBackRest's remote protocol only."""
+    addresses = ",".join(str(s.replication_address) for s in sources)
+    return f'restrict,from="{addresses}",command="/usr/bin/python3 {REMOTE}" {public} {comment}\n'
+
+
+def client_conf_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> str:
+    return render.render(
+        "pgbackrest.conf.j2",
+        {
+            "host": cfg.name,
+            "side": "database",
+            "repositories": [str(b.replication_address) for b in backup.backup_hosts(hosts)],
+            "stanzas": {cfg.cluster: [{"path": data_directory(cfg)}]},
+            "conf": CONF,
+        },
+    )
+
+
+def repository_conf_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> str:
+    return render.render(
+        "pgbackrest.conf.j2",
+        {
+            "host": cfg.name,
+            "side": "repository",
+            "repository": REPOSITORY,
+            "retention_full": cfg.pgbackrest_retention_full,
+            "stanzas": {
+                name: [
+                    {"name": h.name, "address": str(h.replication_address), "path": data_directory(h)}
+                    for h in members
+                ]
+                for name, members in stanzas(hosts).items()
+            },
+            "conf": CONF,
+        },
+    )
+
+
+def unit_files_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict[str, str]:
+    """path -> text of the backup host's backup unit and timers (none without PostgreSQL hosts)."""
+    if not enabled(hosts):
+        return {}
+    calendars = {"full": cfg.pgbackrest_full_calendar, "incr": cfg.pgbackrest_incr_calendar}
+    out = {
+        f"{UNIT_DIR}/{BACKUP_UNIT}": render.render(
+            "dbzfs-pgbackrest-backup@.service.j2", {"stanzas": list(stanzas(hosts)), "user": USER}
+        )
+    }
+    for kind in TYPES:
+        out[f"{UNIT_DIR}/{timer(kind)}"] = render.render(
+            "dbzfs-pgbackrest.timer.j2", {"kind": kind, "calendar": calendars[kind], "service": service(kind)}
+        )
+    return out
+
+
+def _public_key(secret: str) -> str:
+    try:
+        return backup.public_key(engine.secret(secret).unmask())
+    except ValueError as exc:
+        raise PyinfraError(f"secret {secret!r}: {exc}") from None
+
+
+def _ssh_directory() -> None:
+    files.directory(name=f"{SSH_DIR} ({USER}'s)", path=SSH_DIR, user=USER, group=USER, mode="700")
+
+
+# --- the database hosts ------------------------------------------------------------------------
+
+
+@deploy("WAL archive to the backup host (pgBackRest)")
+def client() -> None:
+    """A PostgreSQL host, after its packages: pgBackRest's config, its key to the repository, and
+    the backup host's key let in for pgBackRest only; with no backup host, the keys gone (the
+    server's archive_mode follows in its config, roles/postgresql.py)."""
+    cfg = engine.host_config()
+    hosts = backup.configs()
+    if not enabled(hosts):
+        for path in (AUTHORIZED_KEYS, CLIENT_KEY):
+            files.file(name=f"{path} absent: no backup host", path=path, present=False)
+        return
+    backups = backup.backup_hosts(hosts)
+    _ssh_directory()
+    common.config_files(
+        name="pgBackRest's config and remote command",
+        files={CONF: client_conf_text(cfg, hosts), REMOTE: REMOTE_SOURCE.read_text()},
+        modes={REMOTE: "755"},
+    )
+    engine.text_file(
+        ssh_config_text([str(b.replication_address) for b in backups], [b.name for b in backups], CLIENT_KEY),
+        SSH_CONFIG,
+        user=USER,
+        group=USER,
+        mode="600",
+        name=f"{SSH_CONFIG}: pgBackRest's ssh to the backup hosts",
+    )
+    common.secret_file(
+        name=f"{CLIENT_KEY} (the database hosts' key to the repository, 0600)",
+        path=CLIENT_KEY,
+        content=HiddenValue(backup.key_text(engine.secret(SECRET).unmask())),
+        user=USER,
+        group=USER,
+        mode="600",
+    )
+    engine.text_file(
+        authorized_keys_text(
+            _public_key(backup.SECRET), backups, f"pgbackrest@{','.join(b.name for b in backups)}"
+        ),
+        AUTHORIZED_KEYS,
+        user=USER,
+        group=USER,
+        mode="600",
+        name=f"{AUTHORIZED_KEYS}: the backup hosts' key, pgBackRest only",
+    )
+
+
+# --- the backup host ---------------------------------------------------------------------------
+
+
+def packages(hosts: Sequence[HostConfig]) -> list[str]:
+    return [PACKAGE] if enabled(hosts) else []
+
+
+@deploy("pgBackRest repository")
+def repository() -> None:
+    """The backup host, after its pool: the repository's dataset, pgBackRest's config, the
+    database hosts' key let in for pgBackRest only, its own key to them."""
+    cfg = engine.host_config()
+    hosts = backup.configs()
+    if not enabled(hosts):
+        return
+    dataset = f"{cfg.pool.name}/{DATASET}"
+    zfs_ops.dataset(
+        name=f"Dataset {dataset} (the pgBackRest repository)",
+        dataset_name=dataset,
+        properties=DATASET_PROPERTIES,
+    )
+    files.directory(name=f"{REPOSITORY} ({USER}'s)", path=REPOSITORY, user=USER, group=USER, mode="750")
+    sources = postgresql_hosts(hosts)
+    _ssh_directory()
+    common.config_files(
+        name="pgBackRest's config and remote command",
+        files={CONF: repository_conf_text(cfg, hosts), REMOTE: REMOTE_SOURCE.read_text()},
+        modes={REMOTE: "755"},
+    )
+    engine.text_file(
+        ssh_config_text(
+            [str(h.replication_address) for h in sources], [h.name for h in sources], REPOSITORY_KEY
+        ),
+        SSH_CONFIG,
+        user=USER,
+        group=USER,
+        mode="600",
+        name=f"{SSH_CONFIG}: pgBackRest's ssh to the PostgreSQL hosts",
+    )
+    common.secret_file(
+        name=f"{REPOSITORY_KEY} (the backup key, for pgBackRest, 0600)",
+        path=REPOSITORY_KEY,
+        content=HiddenValue(backup.key_text(engine.secret(backup.SECRET).unmask())),
+        user=USER,
+        group=USER,
+        mode="600",
+    )
+    engine.text_file(
+        authorized_keys_text(_public_key(SECRET), sources, "pgbackrest@postgresql-hosts"),
+        AUTHORIZED_KEYS,
+        user=USER,
+        group=USER,
+        mode="600",
+        name=f"{AUTHORIZED_KEYS}: the PostgreSQL hosts' key, pgBackRest only",
+    )
+
+
+@deploy("pgBackRest stanzas and first backups")
+def schedule() -> None:
+    """Every host of an inventory that archives, after the database hosts' servers: each stanza
+    created and its first full backup taken on the backup host (operations every host shares, a
+    no-op on the others, so that they run after the servers archive), then its timers."""
+    hosts = backup.configs()
+    if not enabled(hosts):
+        return
+    is_backup = engine.host_config().is_backup_host
+    for stanza in stanzas(hosts):
+        engine.step(is_backup, "not a backup host", ops.stanza, name=f"Stanza {stanza}", stanza=stanza)
+        engine.step(
+            is_backup,
+            "not a backup host",
+            ops.first_backup,
+            name=f"Stanza {stanza}: a full backup, the first",
+            stanza=stanza,
+        )
+    if is_backup:
+        units.current(
+            name="pgBackRest's backup timers running, enabled",
+            units={timer(kind): [] for kind in TYPES},
+            loaded=[service(kind) for kind in TYPES],
+        )
