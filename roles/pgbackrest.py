@@ -48,7 +48,6 @@ DATASET_PROPERTIES = {
     "recordsize": "1M",
     "compression": "zstd",
     "atime": "off",
-    "xattr": "sa",
 }
 REMOTE_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "pgbackrest_remote.py"
 REMOTE = "/usr/local/lib/dbzfs/pgbackrest_remote.py"

@@ -66,6 +66,14 @@ def pg_size(value: int) -> str:
     return f"{value // KIB}kB"
 
 
+def pg_seconds(seconds: int) -> str:
+    """A time setting as the server shows it (SHOW archive_timeout: 1min, 90s, 1h)."""
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 def pg_value(value: object) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
@@ -159,7 +167,7 @@ def postgresql_context(
     settings["archive_mode"] = "on" if archive else "off"
     if archive:
         settings["archive_command"] = f"pgbackrest --stanza={archive['stanza']} archive-push %p"
-        settings["archive_timeout"] = f"{archive['timeout']}s"
+        settings["archive_timeout"] = pg_seconds(archive["timeout"])
     overrides = dict(cfg.db_settings)
     for key in list(overrides):
         if key in settings:

@@ -270,6 +270,15 @@ def rename_command(target: str, new_name: str) -> list[str]:
 # --- what the listings say (pure) ----------------------------------------------------------------
 
 
+def written_command(target: str) -> list[str]:
+    return ["zfs", "get", "-H", "-p", "-o", "value", "written", target]
+
+
+def rollback_command(target: str, snapshot: str) -> list[str]:
+    """Back to the newest snapshot: without -r it destroys nothing, it drops the head's blocks."""
+    return ["zfs", "rollback", f"{target}@{snapshot}"]
+
+
 def parse_snapshots(text: str, dataset: str) -> list[Snapshot]:
     """The dataset's snapshots, from `zfs list -H -p -t snapshot -o name,guid,creation`."""
     snapshots = []
@@ -403,6 +412,11 @@ class Puller:
             before = None
         elif gone := gone_from_source(on_source, before):
             raise PullFailed(diverged_message(target, before, gone))
+        if before and self.head_written(target):
+            # Never mounted, so only a pruned snapshot leaves blocks in the head: sanoid destroyed
+            # the newest copy (a kind this host keeps none of), and a receive would refuse.
+            self.change(rollback_command(target, before[-1].name), f"rolling {target} back")
+            notes.append(f"rolled back to {before[-1].name}, the newest copy (a newer one was pruned)")
         self.change(syncoid_command(self.config, source, dataset, target), "syncoid", timeout=None)
         if self.dry_run:
             return Outcome(source.host, role, "dry", _joined(notes))
@@ -429,6 +443,13 @@ class Puller:
         if "dataset does not exist" in listed.stderr:
             return None
         raise StepFailed(f"listing the snapshots of {target}", listed)
+
+    def head_written(self, target: str) -> bool:
+        """Whether the copy's head differs from its newest snapshot (zfs receive refuses then)."""
+        got = self.runner(written_command(target), timeout=LIST_TIMEOUT)
+        if got.returncode != 0 or not got.stdout.strip().isdigit():
+            raise StepFailed(f"reading what was written to {target}", got)
+        return int(got.stdout.strip()) > 0
 
     def copies_if_any(self, source: Source, role: str) -> list[Snapshot] | None:
         """After a failure, for the metrics: the copies are still watched while the pulls fail."""

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from roles import render, secrets
+from roles import pgbackrest, render, secrets
 from roles.facts.hardware import HostHardware
 from roles.facts.postgresql import (
     PostgresqlDatabases,
@@ -36,9 +36,12 @@ def psql(host, sql):
 def members(cfg, request):
     # conftest's cached copy: loading an inventory imports pyinfra_cli (gevent), which breaks
     # imports once testinfra's paramiko threads run.
+    return [c for c in fleet(request) if c.engine == cfg.engine and c.cluster == cfg.cluster]
+
+
+def fleet(request):
     hosts = _inventory(request.config.getoption("--inventory"))
-    configs = [HostConfig.from_data(n, d) for n, d in hosts.items()]
-    return [c for c in configs if c.engine == cfg.engine and c.cluster == cfg.cluster]
+    return [HostConfig.from_data(n, d) for n, d in hosts.items()]
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +50,12 @@ def paths(cfg):
 
 
 @pytest.fixture(scope="module")
-def expected(host, cfg, members):
+def expected(host, cfg, members, request):
     """The settings the template got: sized for the live hardware, with the host's overrides."""
     hw = fact(host, HostHardware)
-    context = render.postgresql_context(cfg, cfg.sizing(ram_bytes=hw["ram_bytes"], cpus=hw["cpus"]), members)
+    archive = pgbackrest.archive_settings(cfg, fleet(request))
+    sized = cfg.sizing(ram_bytes=hw["ram_bytes"], cpus=hw["cpus"])
+    context = render.postgresql_context(cfg, sized, members, archive)
     settings = {**context["s"], **context["extra"]}
     return {k: v[1:-1].replace("''", "'") if v.startswith("'") else v for k, v in settings.items()}
 
@@ -202,3 +207,18 @@ def test_standby_in_recovery_and_streaming(host, cfg, members):
     assert host.file(f"{render.postgresql_paths(cfg)['data_directory']}/standby.signal").exists
     passfile = host.file(PASSFILE)
     assert passfile.user == "postgres" and passfile.mode == 0o600
+
+
+def test_wal_is_archived_to_the_backup_host_when_there_is_one(host, cfg, request):
+    """With a backup host: archive_mode on and, on a primary, the last WAL segment archived
+    after any failure (pg_stat_archiver); without one, nothing archives."""
+    archive = pgbackrest.archive_settings(cfg, fleet(request))
+    assert psql(host, "SHOW archive_mode") == ("on" if archive else "off")
+    if archive and psql(host, "SELECT pg_is_in_recovery()") == "f":
+        archived, failed = psql(
+            host,
+            "SELECT coalesce(last_archived_time::text, ''), coalesce(last_failed_time::text, '')"
+            " FROM pg_stat_archiver",
+        ).split("|")
+        assert archived, "no WAL segment archived yet"
+        assert not failed or failed < archived, f"archiving failed at {failed}, last archived {archived}"

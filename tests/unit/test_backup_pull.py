@@ -82,6 +82,7 @@ class Fleet:
         self.pool = {"backup/backup": [], COPIES: []}  # dataset -> [Snapshot]
         self.down = set()  # addresses ssh cannot reach
         self.fail = {}  # argv[0] -> Result
+        self.written = {}  # dataset -> bytes written to its head since its newest snapshot
 
     def __call__(self, argv, timeout=None):
         self.calls.append(list(argv))
@@ -98,6 +99,14 @@ class Fleet:
         if argv[1] == "create":
             assert argv[2:5] == ["-p", "-o", "canmount=off"]
             self.pool.setdefault(argv[5], [])
+            return b.Result(0, "", "")
+        if argv[1] == "get":
+            assert argv[2:] == ["-H", "-p", "-o", "value", "written", argv[-1]]
+            return b.Result(0, f"{self.written.get(argv[-1], 0)}\n", "")
+        if argv[1] == "rollback":
+            dataset, _, snapshot = argv[2].partition("@")
+            assert snapshot == self.pool[dataset][-1].name, "rolled back past the newest copy"
+            self.written[dataset] = 0
             return b.Result(0, "", "")
         if argv[1] == "rename":
             self.pool[argv[3]] = self.pool.pop(argv[2])
@@ -228,6 +237,7 @@ def test_later_pulls_are_incremental_and_say_when_there_is_nothing_new(tmp_path,
     assert fleet.calls == [
         remote_list("10.99.0.12", DATA),
         local_list(target),
+        b.written_command(target),
         syncoid("10.99.0.12", DATA, target),
         local_list(target),
     ]
@@ -237,7 +247,7 @@ def test_later_pulls_are_incremental_and_say_when_there_is_nothing_new(tmp_path,
     )
     fleet.calls.clear()
     assert pull(fleet, path) == 0
-    assert [argv[0] for argv in fleet.calls] == ["ssh", "zfs", "syncoid", "zfs"]
+    assert [argv[0] for argv in fleet.calls] == ["ssh", "zfs", "zfs", "syncoid", "zfs"]
     assert "db2 data: up to date; 4 copies" in capsys.readouterr().out
 
 
@@ -633,3 +643,26 @@ def test_the_script_uses_the_standard_library_only():
         if isinstance(node, ast.ImportFrom) and node.module
     }
     assert modules <= sys.stdlib_module_names | {"__future__"}
+
+
+def test_a_copy_whose_newest_snapshot_was_pruned_is_rolled_back_to_its_newest_copy(tmp_path, capsys):
+    """The backup host's sanoid destroyed the newest copy (a kind it keeps none of): its blocks
+    stay in the copy's head, and zfs receive would refuse ("modified since most recent
+    snapshot"). The head goes back to the newest copy, destroying nothing, and the pull goes on."""
+    fleet = Fleet()
+    fleet.sources[("10.99.0.12", DATA)] = [snap(20, 10), snap(21, 11, kind="frequently"), snap(22, 12)]
+    fleet.pool[f"{COPIES}/db2"] = []
+    target = f"{COPIES}/db2/data"
+    fleet.pool[target] = [snap(20, 10)]  # 21:00 frequently pulled, then pruned here
+    fleet.written[target] = 94208
+    path = config(tmp_path, "db2")
+    raw = json.loads(Path(path).read_text())
+    raw["sources"][0]["datasets"] = {"data": DATA}
+    Path(path).write_text(json.dumps(raw))
+    assert pull(fleet, path) == 0
+    assert b.rollback_command(target, snap(20, 10).name) in fleet.calls
+    assert fleet.calls.index(b.rollback_command(target, snap(20, 10).name)) < fleet.calls.index(
+        syncoid("10.99.0.12", DATA, target)
+    )
+    assert fleet.written[target] == 0
+    assert "rolled back to autosnap_2026-12-04_20:00:04_hourly, the newest copy" in capsys.readouterr().out

@@ -1,0 +1,83 @@
+"""The pgBackRest repository on a backup host (roles/pgbackrest.py): its dataset, every
+PostgreSQL replication group's stanza healthy with a recent backup, the archive checked end to
+end (`pgbackrest check` forces a WAL switch on the primary and waits for the segment to arrive),
+the backups scheduled, and its key to the PostgreSQL hosts good for pgBackRest only."""
+
+import json
+import time
+
+import pytest
+
+from roles import backup, pgbackrest
+from roles.hostdata import HostConfig
+from roles.validation import load_inventory_isolated
+
+# tests/infra/conftest.py: only backup hosts are checked
+host_roles = ("backup",)
+
+# The newest backup may be this old: the default schedule takes one a day; a weekly one fits too.
+NEWEST_BACKUP_DAYS = 8
+
+
+@pytest.fixture(scope="module")
+def fleet(request) -> list[HostConfig]:
+    hosts = load_inventory_isolated(request.config.getoption("--inventory"))
+    return [HostConfig.from_data(name, data) for name, data in hosts.items()]
+
+
+@pytest.fixture(scope="module")
+def stanzas(fleet):
+    found = pgbackrest.stanzas(fleet)
+    assert found, "the inventory has no PostgreSQL host: nothing to archive"
+    return found
+
+
+def pgbackrest_cmd(host, stanza, *args):
+    return host.run(f"cd / && runuser -u postgres -- pgbackrest --stanza={stanza} " + " ".join(args))
+
+
+def test_the_repository_is_its_dataset(host, cfg):
+    dataset = f"{cfg.pool.name}/{pgbackrest.DATASET}"
+    assert host.check_output(f"findmnt -n -o SOURCE -T {pgbackrest.REPOSITORY}") == dataset
+    for prop, value in pgbackrest.DATASET_PROPERTIES.items():
+        assert host.check_output(f"zfs get -H -o value {prop} {dataset}") == value, prop
+    assert host.file(pgbackrest.REPOSITORY).user == pgbackrest.USER
+
+
+def test_every_stanza_is_ok_with_a_recent_backup(host, stanzas):
+    for stanza in stanzas:
+        out = pgbackrest_cmd(host, stanza, "--output=json", "info")
+        assert out.rc == 0, out.stderr
+        info = json.loads(out.stdout)[0]
+        assert info["status"]["code"] == 0, (stanza, info["status"])
+        newest = max(b["timestamp"]["stop"] for b in info["backup"])
+        assert time.time() - newest < NEWEST_BACKUP_DAYS * 86400, (stanza, newest)
+        assert any(b["type"] == "full" for b in info["backup"]), stanza
+
+
+def test_the_archive_works_end_to_end(host, stanzas):
+    for stanza in stanzas:
+        out = pgbackrest_cmd(host, stanza, "check")
+        assert out.rc == 0, out.stdout + out.stderr
+
+
+def test_backups_are_scheduled(host):
+    for kind in pgbackrest.TYPES:
+        timer = host.service(pgbackrest.timer(kind))
+        assert timer.is_enabled and timer.is_running, kind
+
+
+def test_its_key_runs_pgbackrest_only(host, stanzas):
+    """On a PostgreSQL host the backup host's key runs pgBackRest's remote, nothing else."""
+    for members in stanzas.values():
+        for member in members:
+            out = host.run(
+                f"cd / && runuser -u postgres -- ssh {member.replication_address} id",
+            )
+            assert out.rc != 0 and "refused" in out.stderr, (member.name, out.stdout, out.stderr)
+
+
+def test_the_key_file_is_private(host):
+    key = host.file(pgbackrest.REPOSITORY_KEY)
+    assert (key.user, key.mode) == (pgbackrest.USER, 0o600)
+    assert backup.KEY != pgbackrest.REPOSITORY_KEY
