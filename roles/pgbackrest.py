@@ -33,12 +33,20 @@ from roles.operations import common, pgbackrest as ops, units, zfs as zfs_ops
 SECRET = "pgbackrest_ssh_private_key"  # the database hosts' key to the repository
 USER = "postgres"  # pgBackRest's user on both sides, as Debian's package sets it up
 HOME = "/var/lib/postgresql"
-SSH_DIR = f"{HOME}/.ssh"
-SSH_CONFIG = f"{SSH_DIR}/config"
-AUTHORIZED_KEYS = f"{SSH_DIR}/authorized_keys"
-KNOWN_HOSTS = f"{SSH_DIR}/known_hosts"  # the other side's host keys, as first seen (accept-new)
-CLIENT_KEY = f"{SSH_DIR}/dbzfs_pgbackrest"  # a database host's key to the repository
-REPOSITORY_KEY = f"{SSH_DIR}/dbzfs_backup"  # the backup host's key, for pgBackRest's user
+# pgBackRest's remote protocol writes any path its user may write (the repository's storage
+# driver takes the paths the other side sends), so nothing that decides who logs in or what ssh
+# runs is in a place that user can write: sshd reads its keys from here (a Match drop-in), ssh
+# its config from here (pgbackrest's cmd-ssh wrapper, ssh -F), root-owned; on the backup host
+# postgres' home is root's too (no ~/.ssh, ~/.bashrc of its own: bash reads that one under sshd).
+ETC = "/etc/dbzfs/pgbackrest"
+AUTHORIZED_KEYS = f"{ETC}/authorized_keys"
+SSH_CONFIG = f"{ETC}/ssh_config"
+# The other side's host keys as first seen (accept-new), postgres' to write; gone with the backup
+# host, so that a reinstalled one is accepted when it comes back.
+KNOWN_HOSTS = f"{ETC}/known_hosts"
+KEY = f"{ETC}/id_ed25519"  # a database host's key to the repository; the backup key on the backup host
+SSHD_DROPIN = "/etc/ssh/sshd_config.d/dbzfs-pgbackrest.conf"
+SSH_WRAPPER = "/usr/local/lib/dbzfs/pgbackrest_ssh"
 CONF = "/etc/pgbackrest.conf"  # Debian's
 REPOSITORY = "/var/lib/pgbackrest"
 DATASET = "pgbackrest"  # <pool>/pgbackrest on the backup host
@@ -106,6 +114,22 @@ def ssh_config_text(addresses: Sequence[str], names: Sequence[str], key: str) ->
     )
 
 
+def wrapper_text() -> str:
+    return (
+        "#!/bin/sh\n"
+        "# Managed by dbzfs (roles/pgbackrest.py): pgBackRest's ssh (cmd-ssh), with its own config\n"
+        f'# only (no ~/.ssh/config).\nexec /usr/bin/ssh -F {SSH_CONFIG} "$@"\n'
+    )
+
+
+def sshd_dropin_text() -> str:
+    return (
+        "# Managed by dbzfs (roles/pgbackrest.py): the keys pgBackRest's user is let in with, where\n"
+        "# it cannot write them.\n"
+        f"Match User {USER}\n\tAuthorizedKeysFile {AUTHORIZED_KEYS}\n"
+    )
+
+
 def authorized_keys_text(public: str, sources: Sequence[HostConfig], comment: str) -> str:
     """One line: the key from these hosts' addresses only, pgBackRest's remote protocol only."""
     addresses = ",".join(str(s.replication_address) for s in sources)
@@ -121,6 +145,7 @@ def client_conf_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> str:
             "repositories": [str(b.replication_address) for b in backup.backup_hosts(hosts)],
             "stanzas": {cfg.cluster: [{"path": data_directory(cfg)}]},
             "conf": CONF,
+            "cmd_ssh": SSH_WRAPPER,
         },
     )
 
@@ -141,6 +166,7 @@ def repository_conf_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> str:
                 for name, members in stanzas(hosts).items()
             },
             "conf": CONF,
+            "cmd_ssh": SSH_WRAPPER,
         },
     )
 
@@ -169,8 +195,39 @@ def _public_key(secret: str) -> str:
         raise PyinfraError(f"secret {secret!r}: {exc}") from None
 
 
-def _ssh_directory() -> None:
-    files.directory(name=f"{SSH_DIR} ({USER}'s)", path=SSH_DIR, user=USER, group=USER, mode="700")
+def ssh_files(cfg: HostConfig, conf: str, peers: Sequence[HostConfig], key_secret: str, public: str) -> None:
+    """pgBackRest's config and both ends of its ssh on this host: the peers it logs in to with
+    the key from `key_secret`, the `public` key line it lets in (see ETC above)."""
+    addresses = [str(p.replication_address) for p in peers]
+    files.directory(name=f"{ETC} (root's)", path=ETC, user="root", group="root", mode="755")
+    common.config_files(
+        name="pgBackRest's config, its ssh config and wrapper, its remote command, its keys",
+        files={
+            CONF: conf,
+            REMOTE: REMOTE_SOURCE.read_text(),
+            SSH_WRAPPER: wrapper_text(),
+            SSH_CONFIG: ssh_config_text(addresses, [p.name for p in peers], KEY),
+            AUTHORIZED_KEYS: public,
+        },
+        modes={REMOTE: "755", SSH_WRAPPER: "755"},
+    )
+    common.config_file(
+        name=f"{SSHD_DROPIN}: {USER}'s keys from {AUTHORIZED_KEYS}",
+        path=SSHD_DROPIN,
+        content=sshd_dropin_text(),
+        check="sshd -t -f {path}",
+        checker="/usr/sbin/sshd",
+    )
+    common.secret_file(
+        name=f"{KEY} (0600)",
+        path=KEY,
+        content=HiddenValue(backup.key_text(engine.secret(key_secret).unmask())),
+        user=USER,
+        group=USER,
+        mode="600",
+    )
+    files.file(name=f"{KNOWN_HOSTS} ({USER}'s)", path=KNOWN_HOSTS, user=USER, group=USER, mode="644")
+    units.current(name="sshd reads the drop-in", units={"ssh.service": [SSHD_DROPIN]})
 
 
 # --- the database hosts ------------------------------------------------------------------------
@@ -184,42 +241,13 @@ def client() -> None:
     cfg = engine.host_config()
     hosts = backup.configs()
     if not enabled(hosts):
-        for path in (AUTHORIZED_KEYS, CLIENT_KEY):
+        for path in (SSHD_DROPIN, AUTHORIZED_KEYS, KEY, KNOWN_HOSTS):
             files.file(name=f"{path} absent: no backup host", path=path, present=False)
         return
     backups = backup.backup_hosts(hosts)
-    _ssh_directory()
-    common.config_files(
-        name="pgBackRest's config and remote command",
-        files={CONF: client_conf_text(cfg, hosts), REMOTE: REMOTE_SOURCE.read_text()},
-        modes={REMOTE: "755"},
-    )
-    engine.text_file(
-        ssh_config_text([str(b.replication_address) for b in backups], [b.name for b in backups], CLIENT_KEY),
-        SSH_CONFIG,
-        user=USER,
-        group=USER,
-        mode="600",
-        name=f"{SSH_CONFIG}: pgBackRest's ssh to the backup hosts",
-    )
-    common.secret_file(
-        name=f"{CLIENT_KEY} (the database hosts' key to the repository, 0600)",
-        path=CLIENT_KEY,
-        content=HiddenValue(backup.key_text(engine.secret(SECRET).unmask())),
-        user=USER,
-        group=USER,
-        mode="600",
-    )
-    engine.text_file(
-        authorized_keys_text(
-            _public_key(backup.SECRET), backups, f"pgbackrest@{','.join(b.name for b in backups)}"
-        ),
-        AUTHORIZED_KEYS,
-        user=USER,
-        group=USER,
-        mode="600",
-        name=f"{AUTHORIZED_KEYS}: the backup hosts' key, pgBackRest only",
-    )
+    names = ",".join(b.name for b in backups)
+    public = authorized_keys_text(_public_key(backup.SECRET), backups, f"pgbackrest@{names}")
+    ssh_files(cfg, client_conf_text(cfg, hosts), backups, SECRET, public)
 
 
 # --- the backup host ---------------------------------------------------------------------------
@@ -244,39 +272,11 @@ def repository() -> None:
         properties=DATASET_PROPERTIES,
     )
     files.directory(name=f"{REPOSITORY} ({USER}'s)", path=REPOSITORY, user=USER, group=USER, mode="750")
+    # No cluster here: postgres' home is root's, so that user has no file sshd or bash reads.
+    files.directory(name=f"{HOME} (root's: see ETC)", path=HOME, user="root", group="root", mode="755")
     sources = postgresql_hosts(hosts)
-    _ssh_directory()
-    common.config_files(
-        name="pgBackRest's config and remote command",
-        files={CONF: repository_conf_text(cfg, hosts), REMOTE: REMOTE_SOURCE.read_text()},
-        modes={REMOTE: "755"},
-    )
-    engine.text_file(
-        ssh_config_text(
-            [str(h.replication_address) for h in sources], [h.name for h in sources], REPOSITORY_KEY
-        ),
-        SSH_CONFIG,
-        user=USER,
-        group=USER,
-        mode="600",
-        name=f"{SSH_CONFIG}: pgBackRest's ssh to the PostgreSQL hosts",
-    )
-    common.secret_file(
-        name=f"{REPOSITORY_KEY} (the backup key, for pgBackRest, 0600)",
-        path=REPOSITORY_KEY,
-        content=HiddenValue(backup.key_text(engine.secret(backup.SECRET).unmask())),
-        user=USER,
-        group=USER,
-        mode="600",
-    )
-    engine.text_file(
-        authorized_keys_text(_public_key(SECRET), sources, "pgbackrest@postgresql-hosts"),
-        AUTHORIZED_KEYS,
-        user=USER,
-        group=USER,
-        mode="600",
-        name=f"{AUTHORIZED_KEYS}: the PostgreSQL hosts' key, pgBackRest only",
-    )
+    public = authorized_keys_text(_public_key(SECRET), sources, "pgbackrest@postgresql-hosts")
+    ssh_files(cfg, repository_conf_text(cfg, hosts), sources, backup.SECRET, public)
 
 
 @deploy("pgBackRest stanzas and first backups")

@@ -3,16 +3,19 @@ with inventories/lab_backup.py lets its key in on the database hosts (send only,
 only), converges it and runs its first pull, which copies the snapshots of the hosts that take them
 (the replicas db2 and pg2); tests/infra/test_backup.py passes on it and a second converge changes
 nothing. Then, while each primary commits rows, its replica takes one more snapshot, and a pull
-sends only that one, with the position it holds. Last, backup1 leaves: a converge with the lab's
-own inventory takes its key and its permission away again."""
+sends only that one, with the position it holds. PostgreSQL's WAL archive and backups
+(roles/pgbackrest.py): a table dropped by mistake is restored on pg2 to the moment before, then
+pg2 is restored from the newest backup as a replica and catches up (runbooks/restore.py). Last,
+backup1 leaves: a converge with the lab's own inventory takes its keys and permissions away again."""
 
 import re
+import shlex
 import threading
 import time
 
 import pytest
 
-from roles import backup
+from roles import backup, pgbackrest
 
 from tests import labkit
 from tests.e2e.pyinfra_results import assert_changed_nothing
@@ -96,7 +99,9 @@ def guids(lab, name, dataset):
 
 
 def test_testinfra_checks_pass_on_the_backup_host(backed_up):
-    result = backed_up.testinfra("tests/infra/test_backup.py", hosts=[BACKUP], inventory=INVENTORY)
+    result = backed_up.testinfra(
+        "tests/infra/test_backup.py", "tests/infra/test_pgbackrest.py", hosts=[BACKUP], inventory=INVENTORY
+    )
     assert result.ok, result.stdout[-6000:] + result.stderr[-2000:]
     assert re.search(r"\b\d+ passed\b", result.stdout) and " failed" not in result.stdout
 
@@ -129,7 +134,10 @@ def test_a_pull_sends_only_the_new_snapshot_with_its_position(backed_up, timings
         after = guids(backed_up, BACKUP, copy)
         assert set(before) <= set(after) and len(after) > len(before), (before, after, out)
         taken = backed_up.check(
-            replica, f"zfs list -H -t snapshot -o name -s createtxg -d 1 {spec['datasets'][0]} | tail -n 1"
+            # the newest of that kind (the hourly job may have run meanwhile)
+            replica,
+            f"zfs list -H -t snapshot -o name -s createtxg -d 1 {spec['datasets'][0]}"
+            " | grep _frequently | tail -n 1",
         )
         snapshot = taken.split("@", 1)[1].strip()
         assert snapshot.endswith("_frequently"), taken
@@ -142,6 +150,80 @@ def test_a_pull_sends_only_the_new_snapshot_with_its_position(backed_up, timings
         assert position[BACKUP] == position[replica] and position[BACKUP] not in ("", "-"), position
         written = backed_up.check(BACKUP, f"zfs get -Hp -o value written {copy}@{snapshot}").strip()
         labkit.log(f"==> incremental pull ({engine}): {int(written) / 1024:.0f} KiB written for {snapshot}")
+
+
+def pg(lab, name, sql):
+    return lab.check(name, f"cd / && runuser -u postgres -- psql -X -A -t -q -c {shlex.quote(sql)}").strip()
+
+
+def restore(lab, *data):
+    args = [arg for item in data for arg in ("--data", item)]
+    return lab.pyinfra(*args, inventory=INVENTORY, deploy="runbooks/restore.py")
+
+
+def archived(lab, primary, timeout=180):
+    """Waits until the primary's current WAL segment (switched to now) is in the archive."""
+    segment = pg(lab, primary, "SELECT pg_walfile_name(pg_switch_wal())")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pg(lab, primary, "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver") >= segment:
+            return segment
+        time.sleep(2)
+    raise AssertionError(f"{segment} not archived after {timeout} s")
+
+
+def test_the_restore_refuses_the_groups_live_primary(backed_up):
+    result = restore(backed_up, "target=pg1", "mode=standalone", "wipe=pg1")
+    assert result.rc != 0
+    assert "is its group's declared primary" in result.stdout + result.stderr, result.stdout[-3000:]
+    assert pg(backed_up, "pg1", "SELECT pg_is_in_recovery()") == "f"
+
+
+def test_a_table_dropped_by_mistake_is_restored_on_another_host_as_it_was_just_before(backed_up, timings):
+    """Rows in three transactions, an incremental backup between the first and the second, the
+    moment noted, more rows, the table dropped; pg2 restored to that moment (stand-alone) holds
+    exactly the rows committed before it, each with its payload."""
+    lab = backed_up
+    pg(lab, "pg1", "DROP TABLE IF EXISTS pitr_probe")
+    pg(lab, "pg1", "CREATE TABLE pitr_probe (id int PRIMARY KEY, payload text NOT NULL)")
+    rows = "INSERT INTO pitr_probe SELECT g, md5(g::text) FROM generate_series({}, {}) g"
+    pg(lab, "pg1", rows.format(1, 100))
+    t0 = time.monotonic()
+    lab.check(BACKUP, f"systemctl start {pgbackrest.service('incr')}")
+    timings["pgBackRest incremental backup"] = time.monotonic() - t0
+    pg(lab, "pg1", rows.format(101, 150))
+    moment = pg(lab, "pg1", "SELECT clock_timestamp()")
+    time.sleep(1)
+    pg(lab, "pg1", rows.format(151, 200))
+    pg(lab, "pg1", "DROP TABLE pitr_probe")
+    archived(lab, "pg1")
+    t0 = time.monotonic()
+    restore(lab, "target=pg2", "mode=standalone", f"time={moment}", "wipe=pg2").check()
+    timings["restore pg2 to a moment (stand-alone)"] = time.monotonic() - t0
+    got = pg(
+        lab, "pg2", "SELECT count(*), min(id), max(id), bool_and(payload = md5(id::text)) FROM pitr_probe"
+    )
+    assert got == "150|1|150|t", got
+    reached = pg(lab, "pg2", "SELECT pg_last_xact_replay_timestamp()")
+    labkit.log(f"==> point-in-time recovery: target {moment}, last transaction replayed {reached}")
+    assert pg(lab, "pg2", "SHOW archive_mode") == "off"
+
+
+def test_the_newest_backup_restored_as_a_replica_catches_up(backed_up, timings):
+    lab = backed_up
+    t0 = time.monotonic()
+    restore(lab, "target=pg2", "mode=replica", "wipe=pg2").check()
+    timings["restore pg2 as a replica"] = time.monotonic() - t0
+    pg(lab, "pg1", "CREATE TABLE IF NOT EXISTS restore_probe (id serial PRIMARY KEY, at timestamptz)")
+    pg(lab, "pg1", "INSERT INTO restore_probe (at) SELECT now() FROM generate_series(1, 100)")
+    want = pg(lab, "pg1", "SELECT count(*), sum(id) FROM restore_probe")
+    deadline = time.monotonic() + 120
+    while pg(lab, "pg2", "SELECT count(*), sum(id) FROM restore_probe") != want:
+        assert time.monotonic() < deadline, "pg2 did not catch up within 120 s"
+        time.sleep(2)
+    streaming = pg(lab, "pg1", "SELECT state FROM pg_stat_replication WHERE application_name = 'pg2'")
+    assert streaming == "streaming"
+    assert pg(lab, "pg2", "SELECT count(*) FROM pg_class WHERE relname = 'pitr_probe'") == "0"
 
 
 def test_the_database_hosts_hold_no_key_to_the_backup_host(backed_up):
@@ -163,3 +245,7 @@ def test_when_the_backup_host_leaves_its_access_goes(backed_up, timings):
         assert backed_up.run(name, f"test -e {backup.AUTHORIZED_KEYS}").rc != 0, name
         allowed = backed_up.check(name, "zfs allow dbpool/datastore")
         assert backup.USER not in allowed, (name, allowed)
+    for name in ("pg1", "pg2"):
+        assert pg(backed_up, name, "SHOW archive_mode") == "off", name
+        for path in (pgbackrest.AUTHORIZED_KEYS, pgbackrest.KEY, pgbackrest.SSHD_DROPIN):
+            assert backed_up.run(name, f"test -e {path}").rc != 0, (name, path)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from roles import backup, pgbackrest
+from roles import pgbackrest
 from roles.hostdata import HostConfig
 from roles.validation import load_inventory_isolated
 
@@ -72,12 +72,26 @@ def test_its_key_runs_pgbackrest_only(host, stanzas):
     for members in stanzas.values():
         for member in members:
             out = host.run(
-                f"cd / && runuser -u postgres -- ssh {member.replication_address} id",
+                f"cd / && runuser -u postgres -- {pgbackrest.SSH_WRAPPER} {member.replication_address} id"
             )
             assert out.rc != 0 and "refused" in out.stderr, (member.name, out.stdout, out.stderr)
 
 
-def test_the_key_file_is_private(host):
-    key = host.file(pgbackrest.REPOSITORY_KEY)
+def test_pgbackrests_user_can_change_nothing_that_lets_it_in(host):
+    """Its remote protocol writes what postgres may write: the keys sshd reads for it, the ssh
+    config and its wrapper, postgres' home (no ~/.ssh, ~/.bashrc of its own) are root's."""
+    for path in (
+        pgbackrest.ETC,
+        pgbackrest.AUTHORIZED_KEYS,
+        pgbackrest.SSH_CONFIG,
+        pgbackrest.SSH_WRAPPER,
+        pgbackrest.HOME,
+    ):
+        f = host.file(path)
+        assert f.user == "root" and not f.mode & 0o022, (path, f.user, oct(f.mode))
+    effective = host.check_output(
+        "sshd -T -C user=postgres,host=probe,addr=10.0.0.1 | grep -i '^authorizedkeysfile'"
+    )
+    assert effective.split()[1:] == [pgbackrest.AUTHORIZED_KEYS], effective
+    key = host.file(pgbackrest.KEY)
     assert (key.user, key.mode) == (pgbackrest.USER, 0o600)
-    assert backup.KEY != pgbackrest.REPOSITORY_KEY

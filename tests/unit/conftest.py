@@ -92,3 +92,12 @@ def postgres_dir():
     path = postgres_scratch("dbzfs-test-")
     yield path
     shutil.rmtree(path)
+
+
+@pytest.fixture(scope="session")
+def ssh_keys():
+    """Two new OpenSSH ed25519 private keys, as lab/control.py makes them: the backup host's
+    (backup_ssh_private_key) and the PostgreSQL hosts' to the pgBackRest repository."""
+    from lab.control import ssh_private_key
+
+    return ssh_private_key("test-backup"), ssh_private_key("test-pgbackrest")

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from roles import backup
+from roles import backup, pgbackrest
 from roles.facts.zfs import ZfsAllowed, parse_allowed
 from roles.hostdata import HostConfig
 from roles.operations import zfs as zfs_ops
@@ -34,7 +34,9 @@ def configs(fleet):
 
 
 def secrets_with(key_pair, **more):
-    return Secrets({"replication_password": "r", backup.SECRET: key_pair[0], **more}, "test")
+    # the PostgreSQL hosts' key to the pgBackRest repository too (roles/pgbackrest.py)
+    values = {"replication_password": "r", backup.SECRET: key_pair[0], pgbackrest.SECRET: key_pair[0]}
+    return Secrets({**values, **more}, "test")
 
 
 def test_the_backup_host_pulls_every_database_host_s_data_and_log(with_backup):

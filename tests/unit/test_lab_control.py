@@ -58,7 +58,20 @@ def test_the_backup_key_is_generated_with_the_passwords_and_reads_back_as_writte
     assert {k: loaded.get(k) for k in control.LAB_SECRETS} == {k: held[k] for k in control.LAB_SECRETS}
     assert all(loaded.get(k) for k in control.LAB_SECRETS)
     public = public_key(loaded.get(KEY), tmp_path)
-    assert public.startswith("ssh-ed25519 ") and public.split()[2] == "dbzfs-lab-backup"
+    assert public.startswith("ssh-ed25519 ") and public.split()[2] == f"dbzfs-lab-{KEY}"
+
+
+def test_the_pgbackrest_key_is_a_second_key_of_its_own(secrets_file, tmp_path):
+    assert control.PGBACKREST_SSH_KEY == "pgbackrest_ssh_private_key" in control.LAB_SECRETS
+    control.lab_env()
+    text = secrets_file.read_text()
+    assert f"{control.PGBACKREST_SSH_KEY}: |\n  -----BEGIN OPENSSH PRIVATE KEY-----\n" in text
+    loaded = secrets_mod.load({"DBZFS_SECRETS_FILE": str(secrets_file)})
+    backup_public = public_key(loaded.get(KEY), tmp_path).split()
+    pgbackrest_public = public_key(loaded.get(control.PGBACKREST_SSH_KEY), tmp_path).split()
+    assert pgbackrest_public[0] == "ssh-ed25519"
+    assert pgbackrest_public[2] == "dbzfs-lab-pgbackrest_ssh_private_key"
+    assert pgbackrest_public[1] != backup_public[1]  # not the backup host's key again
 
 
 def test_an_older_file_keeps_its_secrets_and_gains_the_key(secrets_file):
@@ -70,9 +83,25 @@ def test_an_older_file_keeps_its_secrets_and_gains_the_key(secrets_file):
     held = yaml.safe_load(secrets_file.read_text())
     assert held["replication_password"] == "old-replication" and held["lab_app_password"] == "old-app"
     assert held[KEY].startswith("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    assert held[control.PGBACKREST_SSH_KEY].startswith("-----BEGIN OPENSSH PRIVATE KEY-----\n")
     written = secrets_file.read_text()
     control.lab_env()  # nothing missing: the file stays as it is
     assert secrets_file.read_text() == written
+
+
+def test_a_file_with_the_backup_key_keeps_it_and_gains_the_pgbackrest_key(secrets_file):
+    """A lab secrets file written before pgBackRest: the backup host's key stays the same."""
+    secrets_file.parent.mkdir()
+    backup_key = control.ssh_private_key()
+    fd = os.open(secrets_file, os.O_WRONLY | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(control.dump_secrets({"replication_password": "r", "lab_app_password": "a", KEY: backup_key}))
+    control.lab_env()
+    held = yaml.safe_load(secrets_file.read_text())
+    assert held[KEY] == backup_key
+    assert held[control.PGBACKREST_SSH_KEY].startswith("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    assert held[control.PGBACKREST_SSH_KEY] != backup_key
+    assert stat.S_IMODE(secrets_file.stat().st_mode) == 0o600
 
 
 def test_an_explicit_secrets_file_wins(secrets_file, monkeypatch, tmp_path):

@@ -195,6 +195,7 @@ def test_lab_backup_inventory_passes_validation():
             "replication_password": "x" * 24,
             "lab_app_password": "y" * 24,
             "backup_ssh_private_key": ssh_private_key(),
+            "pgbackrest_ssh_private_key": ssh_private_key(),
         },
         "test",
     )
