@@ -1260,7 +1260,7 @@ class _Checker:
             )
         for key in ("pgbackrest_full_calendar", "pgbackrest_incr_calendar"):
             value = getattr(c, key)
-            if self.ok(c, key) and (not value.strip() or "\n" in value):
+            if self.ok(c, key) and (not value.strip() or "\n" in value or "%" in value):
                 self.add(
                     c.name, key, value, "not a systemd OnCalendar expression", f"e.g. {KEY_TYPES[key][2]}"
                 )

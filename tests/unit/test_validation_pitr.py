@@ -115,7 +115,9 @@ def test_the_full_backups_kept_are_1_to_99(with_backup, ssh_keys, value, passes)
 
 @pytest.mark.parametrize("key", ["pgbackrest_full_calendar", "pgbackrest_incr_calendar"])
 @pytest.mark.parametrize(
-    "value", ["", "   ", "Sun *-*-* 01:00\nExecStartPre=/bin/sh -c id", "Sun *-*-* 01:00\n"]
+    "value",
+    # "%": systemd expands specifiers in the timer's Description, which names the calendar
+    ["", "   ", "Sun *-*-* 01:00\nExecStartPre=/bin/sh -c id", "Sun *-*-* 01:00\n", "Sun *-*-* 01:00 %H"],
 )
 def test_a_calendar_is_one_non_empty_line(with_backup, ssh_keys, key, value):
     with_backup["backup1"][key] = value
