@@ -41,7 +41,7 @@ INSTALL_OPERATIONS = {
 # The engine role's install operation, proposed after the ZFS install.
 ENGINE_INSTALL = {
     "mariadb": "MariaDB server and client from Debian",
-    "postgresql": "PostgreSQL 15, monitoring and sanoid",
+    "postgresql": "PostgreSQL 15, monitoring, sanoid and pgBackRest",
 }
 
 
