@@ -164,11 +164,12 @@ def authorized_keys_text(public: str, backups: Sequence[HostConfig]) -> str:
     return f'restrict,from="{sources}" {public} {USER}@{names}\n'
 
 
-def _public_key() -> str:
+def secret_public_key(secret: str) -> str:
+    """The public half of the key in `secret`, or stop the run naming the host and the secret."""
     try:
-        return public_key(engine.secret(SECRET).unmask())
+        return public_key(engine.secret(secret).unmask())
     except ValueError as exc:
-        raise PyinfraError(f"{host.name}: secret {SECRET!r}: {exc}") from None
+        raise PyinfraError(f"{host.name}: secret {secret!r}: {exc}") from None
 
 
 # --- the database hosts ------------------------------------------------------------------------
@@ -189,7 +190,7 @@ def access() -> None:
     for path, mode in ((HOME, "750"), (f"{HOME}/.ssh", "700")):
         files.directory(name=path, path=path, user=USER, group=USER, mode=mode)
     engine.text_file(
-        authorized_keys_text(_public_key(), backups),
+        authorized_keys_text(secret_public_key(SECRET), backups),
         AUTHORIZED_KEYS,
         user=USER,
         group=USER,

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyinfra.api import HiddenValue, deploy
-from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
 from roles import backup, engine, render
@@ -188,13 +187,6 @@ def unit_files_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict[str, s
     return out
 
 
-def _public_key(secret: str) -> str:
-    try:
-        return backup.public_key(engine.secret(secret).unmask())
-    except ValueError as exc:
-        raise PyinfraError(f"secret {secret!r}: {exc}") from None
-
-
 def ssh_files(cfg: HostConfig, conf: str, peers: Sequence[HostConfig], key_secret: str, public: str) -> None:
     """pgBackRest's config and both ends of its ssh on this host: the peers it logs in to with
     the key from `key_secret`, the `public` key line it lets in (see ETC above)."""
@@ -246,7 +238,7 @@ def client() -> None:
         return
     backups = backup.backup_hosts(hosts)
     names = ",".join(b.name for b in backups)
-    public = authorized_keys_text(_public_key(backup.SECRET), backups, f"pgbackrest@{names}")
+    public = authorized_keys_text(backup.secret_public_key(backup.SECRET), backups, f"pgbackrest@{names}")
     ssh_files(cfg, client_conf_text(cfg, hosts), backups, SECRET, public)
 
 
@@ -275,7 +267,7 @@ def repository() -> None:
     # No cluster here: postgres' home is root's, so that user has no file sshd or bash reads.
     files.directory(name=f"{HOME} (root's: see ETC)", path=HOME, user="root", group="root", mode="755")
     sources = postgresql_hosts(hosts)
-    public = authorized_keys_text(_public_key(SECRET), sources, "pgbackrest@postgresql-hosts")
+    public = authorized_keys_text(backup.secret_public_key(SECRET), sources, "pgbackrest@postgresql-hosts")
     ssh_files(cfg, repository_conf_text(cfg, hosts), sources, backup.SECRET, public)
 
 
