@@ -187,6 +187,10 @@ backup_max_age_hours = 2
 # second key made the same way). Restores: runbooks/restore.py.
 pitr_archive_timeout = 60  # seconds: at most this much committed work waits for its WAL to ship
 pgbackrest_retention_full = 2  # full backups kept per replication group (and the WAL they need)
+# The backup host's own snapshots of the repository, taken and pruned by its sanoid, per kind as in
+# snapshot_retention: pgBackRest lets every PostgreSQL host write and delete files in the
+# repository (its remote protocol), not touch these, so a bad or hostile write can be undone.
+pgbackrest_repository_snapshots = {"hourly": 24, "daily": 7}
 pgbackrest_full_calendar = "Sun *-*-* 01:00"  # systemd OnCalendar: full backups
 pgbackrest_incr_calendar = "Mon..Sat *-*-* 01:00"  # incremental backups (since the last backup)
 

@@ -113,6 +113,8 @@ def retention(cfg: HostConfig, engine_name: str) -> dict[str, int]:
 
 def files_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict[str, str]:
     """path -> text of the backup host's files (the key apart)."""
+    from roles import pgbackrest  # it builds on this module
+
     groups = clusters(hosts)
     return {
         SANOID_CONF: render.render(
@@ -121,6 +123,7 @@ def files_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict[str, str]:
                 "host": cfg.name,
                 "clusters": {f"{copies_root(cfg)}/{c}": e for c, e in groups.items()},
                 "retention": {e: retention(cfg, e) for e in sorted(set(groups.values()))},
+                "repository": pgbackrest.repository_snapshots(cfg, hosts),
             },
         ),
         UNIT_PATH: render.render(

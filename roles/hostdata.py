@@ -123,6 +123,7 @@ class HostConfig:
     backup_max_age_hours: int = 2
     pitr_archive_timeout: int = 60  # PostgreSQL's archive_timeout, seconds (roles/pgbackrest.py)
     pgbackrest_retention_full: int = 2  # a backup host's: full backups kept per stanza
+    pgbackrest_repository_snapshots: dict = field(default_factory=dict)  # a backup host's: kind -> count
     pgbackrest_full_calendar: str = "Sun *-*-* 01:00"  # systemd OnCalendar of the full backups
     pgbackrest_incr_calendar: str = "Mon..Sat *-*-* 01:00"  # and of the incremental ones
     compression: str = "lz4"
@@ -201,6 +202,7 @@ class HostConfig:
             backup_max_age_hours=_get(data, "backup_max_age_hours"),
             pitr_archive_timeout=_get(data, "pitr_archive_timeout"),
             pgbackrest_retention_full=_get(data, "pgbackrest_retention_full"),
+            pgbackrest_repository_snapshots=dict(_get(data, "pgbackrest_repository_snapshots")),
             pgbackrest_full_calendar=_get(data, "pgbackrest_full_calendar"),
             pgbackrest_incr_calendar=_get(data, "pgbackrest_incr_calendar"),
             compression=_get(data, "zfs_compression"),

@@ -25,9 +25,9 @@ from pathlib import Path
 from pyinfra.api import HiddenValue, deploy
 from pyinfra.operations import files
 
-from roles import backup, engine, render
+from roles import backup, engine, render, snapshots
 from roles.hostdata import HostConfig
-from roles.operations import common, pgbackrest as ops, units, zfs as zfs_ops
+from roles.operations import common, pgbackrest as ops, snapshots as snapshot_ops, units, zfs as zfs_ops
 
 SECRET = "pgbackrest_ssh_private_key"  # the database hosts' key to the repository
 USER = "postgres"  # pgBackRest's user on both sides, as Debian's package sets it up
@@ -249,6 +249,23 @@ def packages(hosts: Sequence[HostConfig]) -> list[str]:
     return [PACKAGE] if enabled(hosts) else []
 
 
+def repository_dataset(cfg: HostConfig) -> str:
+    return f"{cfg.pool.name}/{DATASET}"
+
+
+def repository_snapshots(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict | None:
+    """The backup host's sanoid section for the repository: its dataset and a count per kind
+    (every kind, 0 unless pgbackrest_repository_snapshots keeps some; sanoid's defaults would keep
+    48 hourly, 90 daily and 6 monthly); None without a repository."""
+    if not enabled(hosts):
+        return None
+    counts = cfg.pgbackrest_repository_snapshots
+    return {
+        "dataset": repository_dataset(cfg),
+        "counts": {kind: int(counts.get(kind, 0)) for kind in snapshots.KINDS},
+    }
+
+
 @deploy("pgBackRest repository")
 def repository() -> None:
     """The backup host, after its pool: the repository's dataset, pgBackRest's config, the
@@ -257,11 +274,15 @@ def repository() -> None:
     hosts = backup.configs()
     if not enabled(hosts):
         return
-    dataset = f"{cfg.pool.name}/{DATASET}"
+    dataset = repository_dataset(cfg)
     zfs_ops.dataset(
         name=f"Dataset {dataset} (the pgBackRest repository)",
         dataset_name=dataset,
         properties=DATASET_PROPERTIES,
+    )
+    # sanoid's config (roles/backup.py) covers it: its first snapshots now, not in a quarter hour.
+    snapshot_ops.first_taken(
+        name=f"The first snapshots of {dataset} (sanoid)", dataset=dataset, unit="sanoid.service"
     )
     files.directory(name=f"{REPOSITORY} ({USER}'s)", path=REPOSITORY, user=USER, group=USER, mode="750")
     # No cluster here: postgres' home is root's, so that user has no file sshd or bash reads.

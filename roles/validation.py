@@ -163,6 +163,7 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
     "backup_max_age_hours": (_INT, False, "2"),
     "pitr_archive_timeout": (_INT, False, "60 (seconds)"),
     "pgbackrest_retention_full": (_INT, False, "2"),
+    "pgbackrest_repository_snapshots": (_MAP, False, '{"hourly": 24, "daily": 7}'),
     "pgbackrest_full_calendar": (_STR, False, '"Sun *-*-* 01:00"'),
     "pgbackrest_incr_calendar": (_STR, False, '"Mon..Sat *-*-* 01:00"'),
     "zfs_compression": (_STR, False, '"lz4" or "zstd"'),
@@ -528,26 +529,33 @@ class _Checker:
             good = self.type_zfs_dataset_properties(name, f"{key}[{engine!r}]", datasets) and good
         return good
 
-    def type_snapshot_retention(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
-        """engine -> {kind: count}: kinds sanoid knows, counts whole numbers >= 0."""
-        if not self.type_engine_keys(name, key, value):
+    def type_snapshot_retention(
+        self, name: str, key: str, value: Mapping[Any, Any], where: str | None = None
+    ) -> bool:
+        """engine -> {kind: count}: kinds sanoid knows, counts whole numbers >= 0. `where`: one
+        retention's key (value is then {"": it}, not keyed by engine)."""
+        if where is None and not self.type_engine_keys(name, key, value):
             return False
         good = True
         for engine, retention in value.items():
             for kind, count in retention.items():
-                where = f"{key}[{engine!r}][{kind!r}]"
+                at = f"{where}[{kind!r}]" if where else f"{key}[{engine!r}][{kind!r}]"
                 if kind not in snapshots.KINDS:
                     close = _close(str(kind), snapshots.KINDS)
                     fix = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(snapshots.KINDS)}"
-                    self.add(name, where, count, "not a kind of snapshot sanoid keeps", fix)
+                    self.add(name, at, count, "not a kind of snapshot sanoid keeps", fix)
                     good = False
                 elif not _is_int(count) or count < 0:
-                    self.add(name, where, count, "not a count", "a whole number >= 0, e.g. 36")
+                    self.add(name, at, count, "not a count", "a whole number >= 0, e.g. 36")
                     good = False
         return good
 
     def type_backup_retention(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         return self.type_snapshot_retention(name, key, value)
+
+    def type_pgbackrest_repository_snapshots(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
+        """{kind: count}, as one engine's snapshot_retention."""
+        return self.type_snapshot_retention(name, key, {"": value}, where=key)
 
     def type_zfs_dataset_roles(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         if not self.type_engine_keys(name, key, value):
@@ -1264,6 +1272,17 @@ class _Checker:
                 self.add(
                     c.name, key, value, "not a systemd OnCalendar expression", f"e.g. {KEY_TYPES[key][2]}"
                 )
+        key = "pgbackrest_repository_snapshots"
+        archives = c.is_backup_host and any(d.engine == "postgresql" for d in self.cfg.values())
+        if archives and self.ok(c, key) and not any(_is_int(n) and n > 0 for n in getattr(c, key).values()):
+            self.add(
+                c.name,
+                key,
+                getattr(c, key),
+                "no snapshot of the repository would be kept: every PostgreSQL host can write and "
+                "delete files in it, and only these undo that",
+                f"keep some, e.g. {KEY_TYPES[key][2]}",
+            )
 
     def roll_primary(self, c: HostConfig) -> None:
         if self.ok(c, "roll_primary") and c.roll_primary not in ROLL_PRIMARY:

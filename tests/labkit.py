@@ -374,33 +374,88 @@ def running(definition):
     return Lab(definition)
 
 
+def _on_signal(signum, frame):
+    # Turn SIGTERM/SIGHUP into an exception so that fresh()'s finally (and pytest's own teardown)
+    # runs; the VMs are powered off there.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+class _EarlyBoot:
+    """The whole lab wiped and booting in a thread while the unit tests run (boot_early); fresh()
+    waits for it instead of booting. The unit tests take one core for about 90 s, the boot both."""
+
+    def __init__(self, definition):
+        self.definition = definition
+        self.error = None
+        self.seconds = None
+        self.started = time.monotonic()
+        self.teardown = _Teardown(definition)
+        self.thread = threading.Thread(target=self._boot, name="lab-boot", daemon=True)
+
+    def _boot(self):
+        try:
+            control.up(self.definition, list(self.definition.vms), log=log)
+        except BaseException as exc:  # handed to the fixture, which raises it
+            self.error = exc
+        self.seconds = time.monotonic() - self.started
+
+    def power_off(self):
+        # A session that ends before the fixture (a unit test failed under -x, Ctrl-C): let the
+        # boot finish first, or a VM it starts after the power-off would be left running.
+        self.thread.join(timeout=900)
+        self.teardown()
+
+
+_early: _EarlyBoot | None = None
+
+
+def boot_early(definition):
+    """Start booting the lab now (in a thread); the `lab` fixture's fresh() takes it over. Nothing
+    happens when lab VMs are running already: fresh() then fails with its message."""
+    global _early
+    if _early or any(vmmod.pid(vm) for vm in definition.all_vms.values()):
+        return
+    control.wipe(definition, list(definition.vms), log=log)
+    _early = _EarlyBoot(definition)
+    atexit.register(_early.power_off)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    log("==> e2e: the lab boots while the unit tests run")
+    _early.thread.start()
+
+
 @contextmanager
 def fresh(definition, names=None, inventory=None, what="e2e"):
     """names=None: the lab's VMs, and everything is powered off at the end; with names, those."""
     lab = Lab(definition, names, inventory)
-    running = [n for n, vm in definition.all_vms.items() if vmmod.pid(vm)]
-    if running:
-        pytest.fail(
-            f"lab VMs already running ({', '.join(running)}): the {what} tests boot fresh VMs of "
-            "their own and power them off at the end. Stop yours first: ./dbzfs lab down",
-            pytrace=False,
-        )
-    control.wipe(definition, lab.names, log=log)
-    teardown = _Teardown(definition, names)
+    early = _early if names is None else None
+    if early is None:
+        running = [n for n, vm in definition.all_vms.items() if vmmod.pid(vm)]
+        if running:
+            pytest.fail(
+                f"lab VMs already running ({', '.join(running)}): the {what} tests boot fresh VMs of "
+                "their own and power them off at the end. Stop yours first: ./dbzfs lab down",
+                pytrace=False,
+            )
+        control.wipe(definition, lab.names, log=log)
+    teardown = early.teardown if early else _Teardown(definition, names)
     atexit.register(teardown)
     previous = {}
-
-    def on_signal(signum, frame):
-        # Turn SIGTERM/SIGHUP into an exception so the finally below (and pytest's own
-        # teardown) runs; the VMs are powered off there.
-        raise KeyboardInterrupt(f"signal {signum}")
-
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        previous[sig] = signal.signal(sig, on_signal)
+        previous[sig] = signal.signal(sig, _on_signal)
     try:
         t0 = time.monotonic()
-        control.up(definition, lab.names, log=log)
-        log(f"==> {what}: {', '.join(lab.names)} ready in {time.monotonic() - t0:.0f} s")
+        if early:
+            early.thread.join()
+            if early.error:
+                raise early.error
+            log(
+                f"==> {what}: {', '.join(lab.names)} ready, booted in {early.seconds:.0f} s while the "
+                f"unit tests ran ({time.monotonic() - t0:.0f} s waited for here)"
+            )
+        else:
+            control.up(definition, lab.names, log=log)
+            log(f"==> {what}: {', '.join(lab.names)} ready in {time.monotonic() - t0:.0f} s")
         yield lab
     finally:
         try:

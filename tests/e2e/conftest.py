@@ -107,6 +107,19 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=rank)  # stable: tests keep their order inside a module
 
 
+def pytest_collection_finish(session):
+    """When unit tests run before lab tests, the lab boots meanwhile (labkit.boot_early)."""
+    items = session.items
+    if (
+        session.config.option.collectonly
+        or os.environ.get("DBZFS_E2E_REUSE_LAB") == "1"
+        or not any("e2e" not in i.path.parts for i in items)
+        or not any("e2e" in i.path.parts and "lab" in getattr(i, "fixturenames", ()) for i in items)
+    ):
+        return
+    labkit.boot_early(load())
+
+
 @pytest.fixture(scope="session")
 def timings():
     yield from labkit.timings("e2e")

@@ -2,8 +2,8 @@
 with inventories/lab_backup.py lets its key in on the database hosts (send only, from its address
 only), converges it and runs its first pull, which copies the snapshots of the hosts that take them
 (the replicas db2 and pg2); tests/infra/test_backup.py passes on it and a second converge changes
-nothing. Then, while each primary commits rows, its replica takes one more snapshot, and a pull
-sends only that one, with the position it holds. PostgreSQL's WAL archive and backups
+nothing. Then, while each primary commits rows, its replica takes one more snapshot (both at
+once), and one pull sends only those, each with the position it holds. PostgreSQL's WAL archive and backups
 (roles/pgbackrest.py): a table dropped by mistake is restored on pg2 to the moment before, then
 pg2 is restored from the newest backup as a replica and catches up (runbooks/restore.py). Last,
 backup1 leaves: a converge with the lab's own inventory takes its keys and permissions away again."""
@@ -113,26 +113,36 @@ def test_a_second_converge_with_the_backup_host_changes_nothing(backed_up, timin
     assert_changed_nothing(result)
 
 
-def test_a_pull_sends_only_the_new_snapshot_with_its_position(backed_up, timings):
+def snapshot_while_writing(lab, engine, spec):
+    """The replica takes a snapshot while its primary commits rows."""
+    writer = threading.Thread(target=lambda: lab.check(spec["primary"], spec["writes"]))
+    writer.start()
+    # A kind the retention does not keep: due at once, pruned by the next sanoid run.
+    datasets = " ".join(f"--dataset {d}" for d in spec["datasets"])
+    lab.check(
+        spec["replica"],
+        f"python3 {SNAPSHOT} --engine {engine} --when replica {datasets} --keep frequently=1"
+        " --metrics /run/dbzfs-backup-test.prom",
+    )
+    writer.join()
+
+
+def test_a_pull_sends_only_the_new_snapshots_with_their_positions(backed_up, timings):
+    copies = {engine: f"dbpool/backup/{engine}/{spec['replica']}/data" for engine, spec in ENGINES.items()}
+    before = {engine: guids(backed_up, BACKUP, copy) for engine, copy in copies.items()}
+    labkit.in_parallel(
+        **{
+            engine: lambda engine=engine, spec=spec: snapshot_while_writing(backed_up, engine, spec)
+            for engine, spec in ENGINES.items()
+        }
+    )
+    t0 = time.monotonic()
+    out = backed_up.check(BACKUP, f"{PULL} && journalctl -o cat -n 20 -u {backup.UNIT}")
+    timings["incremental pull (both replicas)"] = time.monotonic() - t0
     for engine, spec in ENGINES.items():
-        replica = spec["replica"]
-        copy = f"dbpool/backup/{engine}/{replica}/data"
-        before = guids(backed_up, BACKUP, copy)
-        writer = threading.Thread(target=lambda spec=spec: backed_up.check(spec["primary"], spec["writes"]))
-        writer.start()
-        # A kind the retention does not keep: due at once, pruned by the next sanoid run.
-        datasets = " ".join(f"--dataset {d}" for d in spec["datasets"])
-        backed_up.check(
-            replica,
-            f"python3 {SNAPSHOT} --engine {engine} --when replica {datasets} --keep frequently=1"
-            " --metrics /run/dbzfs-backup-test.prom",
-        )
-        writer.join()
-        t0 = time.monotonic()
-        out = backed_up.check(BACKUP, f"{PULL} && journalctl -o cat -n 20 -u {backup.UNIT}")
-        timings[f"incremental pull ({engine})"] = time.monotonic() - t0
+        replica, copy = spec["replica"], copies[engine]
         after = guids(backed_up, BACKUP, copy)
-        assert set(before) <= set(after) and len(after) > len(before), (before, after, out)
+        assert set(before[engine]) <= set(after) and len(after) > len(before[engine]), (before, after, out)
         taken = backed_up.check(
             # the newest of that kind (the hourly job may have run meanwhile)
             replica,

@@ -15,7 +15,7 @@ rewritten) as its replica and switched back; every acknowledged row and every ev
 nodes after, and the report shows compressratio before and after; a second roll changes nothing
 and switches nothing over.
 
-CI rolls the PostgreSQL group (`--hosts pg2,pg1`, 100,000 events) after test_idempotence.py and
+CI rolls the PostgreSQL group (`--hosts pg2,pg1`, 50,000 events) after test_idempotence.py and
 leaves it on zstd: the modules after it (test_degraded.py on db2, test_safety.py re-creating pg2's
 drives) do not converge pg1 or pg2. `./dbzfs test-long` rolls all four hosts (200,000 events),
 then cuts pg2's rewrite back to lz4 at a random moment and rolls back to inventories/lab.py, which
@@ -57,7 +57,7 @@ ORDER = ["db2", "db1", "pg2", "pg1"] if LONG else ["pg2", "pg1"]
 HOSTS = () if LONG else ("--hosts", ",".join(ORDER))  # CI: the PostgreSQL group
 REWRITE = "runbooks/rewrite_compression.py"
 DATASETS = ["dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"]
-EVENTS = labkit.env_number("DBZFS_ROLL_EVENTS", 200_000 if LONG else 100_000, minimum=1)
+EVENTS = labkit.env_number("DBZFS_ROLL_EVENTS", 200_000 if LONG else 50_000, minimum=1)
 EVENTS_SUM = (
     "SELECT count(*) || ' ' || md5(string_agg(e::text, ',' ORDER BY user_id, event_id)) FROM events e"
 )

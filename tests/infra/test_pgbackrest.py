@@ -1,7 +1,8 @@
-"""The pgBackRest repository on a backup host (roles/pgbackrest.py): its dataset, every
-PostgreSQL replication group's stanza healthy with a recent backup, the archive checked end to
-end (`pgbackrest check` forces a WAL switch on the primary and waits for the segment to arrive),
-the backups scheduled, and its key to the PostgreSQL hosts good for pgBackRest only."""
+"""The pgBackRest repository on a backup host (roles/pgbackrest.py): its dataset and the backup
+host's own snapshots of it, every PostgreSQL replication group's stanza healthy with a recent
+backup, the archive checked end to end (`pgbackrest check` forces a WAL switch on the primary and
+waits for the segment to arrive), the backups scheduled, and its key to the PostgreSQL hosts good
+for pgBackRest only."""
 
 import json
 import time
@@ -42,6 +43,20 @@ def test_the_repository_is_its_dataset(host, cfg):
     for prop, value in pgbackrest.DATASET_PROPERTIES.items():
         assert host.check_output(f"zfs get -H -o value {prop} {dataset}") == value, prop
     assert host.file(pgbackrest.REPOSITORY).user == pgbackrest.USER
+
+
+def test_the_backup_host_snapshots_the_repository_and_pgbackrests_user_cannot_touch_them(host, cfg, fleet):
+    """A PostgreSQL host can write and delete files in the repository (pgBackRest's remote
+    protocol); the backup host's own snapshots of it, taken and pruned by its sanoid, undo that."""
+    section = pgbackrest.repository_snapshots(cfg, fleet)
+    dataset = section["dataset"]
+    kept = {kind: n for kind, n in section["counts"].items() if n}
+    taken = host.check_output(f"zfs list -H -t snapshot -o name -s createtxg -d 1 {dataset}").splitlines()
+    for kind in kept:
+        assert any(s.endswith(f"_{kind}") and "@autosnap_" in s for s in taken), (kind, taken)
+    probe = host.run(f"cd / && runuser -u {pgbackrest.USER} -- zfs destroy {taken[-1]}")
+    assert probe.rc != 0 and "permission denied" in (probe.stdout + probe.stderr).lower(), probe
+    assert host.run(f"zfs list -H -o name {taken[-1]}").rc == 0
 
 
 def test_every_stanza_is_ok_with_a_recent_backup(host, stanzas):

@@ -527,3 +527,56 @@ def test_both_sides_run_ssh_through_the_wrapper(with_backup):
     db = next(h for h in fleet if h.engine == "postgresql")
     for text in (pgbackrest.client_conf_text(db, fleet), pgbackrest.repository_conf_text(backup_host, fleet)):
         assert f"cmd-ssh={pgbackrest.SSH_WRAPPER}" in text.splitlines()
+
+
+# --- the backup host's snapshots of the repository ------------------------------------------------
+
+
+def sanoid_sections(cfg: HostConfig, hosts: list[HostConfig]) -> configparser.ConfigParser:
+    from roles import backup
+
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(backup.files_text(cfg, hosts)[backup.SANOID_CONF])
+    return parser
+
+
+def test_the_backup_host_s_sanoid_snapshots_the_repository_with_every_kind_counted(with_backup):
+    hosts = configs(with_backup)
+    backup1 = named(hosts, "backup1")
+    section = sanoid_sections(backup1, hosts)["dbpool/pgbackrest"]
+    assert section["autosnap"] == "yes" and section["autoprune"] == "yes"
+    # every kind written: a kind left out would get sanoid's default count (e.g. 6 monthly)
+    assert {k: section[k] for k in ("frequently", "hourly", "daily", "weekly", "monthly", "yearly")} == {
+        "frequently": "0",
+        "hourly": "24",
+        "daily": "7",
+        "weekly": "0",
+        "monthly": "0",
+        "yearly": "0",
+    }
+    # the copies stay the database hosts' snapshots: sanoid takes none of them
+    copies = [s for s in sanoid_sections(backup1, hosts).sections() if s.startswith("template_")]
+    assert copies and all(sanoid_sections(backup1, hosts)[s]["autosnap"] == "no" for s in copies)
+
+
+def test_no_repository_section_without_a_postgresql_host(with_backup):
+    hosts = [h for h in configs(with_backup) if h.engine != "postgresql"]
+    assert "dbpool/pgbackrest" not in sanoid_sections(named(hosts, "backup1"), hosts)
+
+
+def test_the_repository_s_first_snapshots_are_taken_by_sanoid_once():
+    from roles.facts.zfs import ZfsSnapshots
+    from roles.operations import snapshots as snapshot_ops
+
+    dataset = "dbpool/pgbackrest"
+    commands, _ = run_operation(
+        snapshot_ops.first_taken, {ZfsSnapshots: []}, dataset=dataset, unit="sanoid.service"
+    )
+    assert commands == ["systemctl start sanoid.service && journalctl -o cat -n 3 -u sanoid.service"]
+    taken = [{"name": f"{dataset}@autosnap_2026-12-05_10:00:01_hourly", "creation": 1}]
+    commands, host = run_operation(
+        snapshot_ops.first_taken, {ZfsSnapshots: taken}, dataset=dataset, unit="sanoid.service"
+    )
+    assert commands == [] and host.noops == [
+        f"{dataset} has 1 snapshot(s), the newest autosnap_2026-12-05_10:00:01_hourly"
+    ]

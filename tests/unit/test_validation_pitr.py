@@ -136,3 +136,39 @@ def test_a_calendar_of_the_wrong_type_is_reported_once(with_backup, ssh_keys):
     with_backup["backup1"]["pgbackrest_incr_calendar"] = ["Mon", "Tue"]
     found = [p for p in validate(with_backup, secrets(ssh_keys)) if p.key == "pgbackrest_incr_calendar"]
     assert len(found) == 1 and found[0].message == "must be a string, not a list"
+
+
+# --- the backup host's snapshots of the repository ------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [{}, {"hourly": 0, "daily": 0}])
+def test_the_backup_host_keeps_some_snapshots_of_the_repository(with_backup, ssh_keys, value):
+    with_backup["backup1"]["pgbackrest_repository_snapshots"] = value
+    problem = problems(with_backup, secrets(ssh_keys))[("backup1", "pgbackrest_repository_snapshots")]
+    assert problem.value == value
+    assert "every PostgreSQL host can write and delete files in it" in problem.message
+    assert problem.fix == 'keep some, e.g. {"hourly": 24, "daily": 7}'
+
+
+def test_no_repository_snapshots_are_asked_for_without_a_postgresql_host(with_backup, ssh_keys):
+    mariadb_only = {k: v for k, v in with_backup.items() if not k.startswith("pg")}
+    mariadb_only["backup1"]["pgbackrest_repository_snapshots"] = {}
+    assert validate(mariadb_only, secrets(ssh_keys, **{pgbackrest.SECRET: None})) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "key", "message"),
+    [
+        (
+            {"hourley": 24},
+            "pgbackrest_repository_snapshots['hourley']",
+            "not a kind of snapshot sanoid keeps",
+        ),
+        ({"daily": -1}, "pgbackrest_repository_snapshots['daily']", "not a count"),
+        ({"daily": "7"}, "pgbackrest_repository_snapshots['daily']", "not a count"),
+    ],
+)
+def test_the_repository_snapshots_are_counts_of_sanoid_s_kinds(with_backup, ssh_keys, value, key, message):
+    with_backup["backup1"]["pgbackrest_repository_snapshots"] = value
+    found = problems(with_backup, secrets(ssh_keys))
+    assert found[("backup1", key)].message == message, found
