@@ -198,9 +198,18 @@ ALERTS: dict[str, Alert] = {
         "Check journalctl -u dbzfs-backup-pull and dbzfs-backup-pull.timer on the backup host; run it "
         "by hand: systemctl start dbzfs-backup-pull.",
     ),
+    "PostgresArchiveFailing": Alert(
+        "10m",
+        "critical",
+        "A PostgreSQL server fails to archive its WAL to the backup host and archived nothing for 15 "
+        "minutes; pg_wal grows meanwhile.",
+        "Read the archive-push errors in the server's log; on the backup host run "
+        "pgbackrest --stanza=CLUSTER check as postgres.",
+    ),
 }
-# Only in the rules of an inventory that has a backup host.
-BACKUP_ALERTS = ("BackupCopyTooOld", "BackupPullFailing")
+# Only in the rules of an inventory that has a backup host (PostgresArchiveFailing: and
+# PostgreSQL hosts, which then archive to it: roles/pgbackrest.py).
+BACKUP_ALERTS = ("BackupCopyTooOld", "BackupPullFailing", "PostgresArchiveFailing")
 
 JOBS = {"mariadb": "mysqld", "postgresql": "postgres"}
 UP = {"mariadb": "mysql", "postgresql": "pg"}  # <prefix>_up: whether the exporter reaches its server
@@ -212,6 +221,10 @@ ARC_MIN_ACCESSES_PER_SECOND = 10
 COLLECTOR_STALE_INTERVALS = 3
 # BackupPullFailing: stale after this many of the backup host's backup_pull_minutes.
 BACKUP_STALE_PULLS = 3
+# PostgresArchiveFailing: failures and no success over this window. PostgreSQL retries a failed
+# segment every minute, so a broken archive fails several times in it; a quiet server archives
+# nothing and fails nothing, and never fires.
+ARCHIVE_WINDOW = "15m"
 
 # Prometheus' duration syntax (prometheus/common model.ParseDuration, as in Prometheus 2.42):
 # units in this order, each at most once, integers only; "0" alone is allowed too.
@@ -525,6 +538,19 @@ def _backup(r: _Rules, backups: list[HostConfig]) -> None:
         r.add(group, "BackupPullFailing", _or(clauses), threshold=f"{stale}m")
 
 
+def _archive(r: _Rules, postgres: list[HostConfig]) -> None:
+    """PostgreSQL's archiver (postgres_exporter's pg_stat_archiver counters) on every server: a
+    standby archives nothing until it is promoted, so it never fires."""
+    if not postgres:
+        return
+    names = [h.name for h in postgres]
+    failed = _selector("pg_stat_archiver_failed_count", "postgres", names)
+    archived = _selector("pg_stat_archiver_archived_count", "postgres", names)
+    window = ARCHIVE_WINDOW
+    expr = f"increase({failed}[{window}]) > 0\nunless on(instance) increase({archived}[{window}]) > 0"
+    r.add("dbzfs-backup", "PostgresArchiveFailing", expr, threshold=window)
+
+
 def rules(hosts: list[HostConfig], monitoring: HostConfig) -> dict:
     """The rule file (groups of alerting rules) for `hosts`, the inventory's database and backup
     hosts (any other is ignored), on the Prometheus host `monitoring` (whose alert_for sets the
@@ -540,6 +566,7 @@ def rules(hosts: list[HostConfig], monitoring: HostConfig) -> dict:
         _replication(r, databases)
     if backups:
         _backup(r, backups)
+        _archive(r, [h for h in databases if h.engine == "postgresql"])
     return {"groups": [{"name": name, "rules": group} for name, group in r.groups.items()]}
 
 

@@ -8,6 +8,7 @@ once), and one pull sends only those, each with the position it holds. PostgreSQ
 pg2 is restored from the newest backup as a replica and catches up (runbooks/restore.py). Last,
 backup1 leaves: a converge with the lab's own inventory takes its keys and permissions away again."""
 
+import json
 import re
 import shlex
 import threading
@@ -19,7 +20,8 @@ from roles import backup, pgbackrest
 
 from tests import labkit
 from tests.e2e.pyinfra_results import assert_changed_nothing
-from tests.labkit import REPO
+from tests.e2e.test_monitoring import PROMETHEUS, query
+from tests.labkit import REPO, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -234,6 +236,22 @@ def test_the_newest_backup_restored_as_a_replica_catches_up(backed_up, timings):
     streaming = pg(lab, "pg1", "SELECT state FROM pg_stat_replication WHERE application_name = 'pg2'")
     assert streaming == "streaming"
     assert pg(lab, "pg2", "SELECT count(*) FROM pg_class WHERE relname = 'pitr_probe'") == "0"
+
+
+def test_prometheus_watches_the_archive(backed_up):
+    """PostgresArchiveFailing is loaded, and the counters it reads are scraped from pg1, which has
+    archived (a fault that fires it takes longer than CI has: the rule's promtool tests)."""
+    lab = backed_up
+    wait_for(
+        lambda: query(lab, 'pg_stat_archiver_archived_count{job="postgres",instance="pg1"} > 0'),
+        "pg1's archived segments counted in Prometheus",
+        timeout=120,
+    )
+    vm = lab.vms[PROMETHEUS]
+    url = f"http://{vm.private_address}:9090/api/v1/rules"
+    script = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=30).read().decode())"
+    groups = json.loads(lab.check(PROMETHEUS, f"python3 -c {script!r}"))["data"]["groups"]
+    assert "PostgresArchiveFailing" in {rule["name"] for group in groups for rule in group["rules"]}
 
 
 def test_the_database_hosts_hold_no_key_to_the_backup_host(backed_up):
