@@ -27,7 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from lab import control, vm as vmmod  # noqa: E402
-from lab.definition import SSH_CONFIG  # noqa: E402
+from lab.definition import SSH_CONFIG, STATE  # noqa: E402
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -381,28 +381,46 @@ def _on_signal(signum, frame):
 
 
 class _EarlyBoot:
-    """The whole lab wiped and booting in a thread while the unit tests run (boot_early); fresh()
-    waits for it instead of booting. The unit tests take one core for about 90 s, the boot both."""
+    """The whole lab wiped and booting (`python -m lab up`, a process of its own: unit tests patch
+    the lab's modules in this one) while the unit tests run (boot_early); fresh() waits for it
+    instead of booting. The unit tests take one core for about two minutes, the boot both."""
 
     def __init__(self, definition):
         self.definition = definition
-        self.error = None
-        self.seconds = None
         self.started = time.monotonic()
+        self.log_path = STATE / "early-boot.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "lab", "up"],
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         self.teardown = _Teardown(definition)
-        self.thread = threading.Thread(target=self._boot, name="lab-boot", daemon=True)
 
-    def _boot(self):
-        try:
-            control.up(self.definition, list(self.definition.vms), log=log)
-        except BaseException as exc:  # handed to the fixture, which raises it
-            self.error = exc
-        self.seconds = time.monotonic() - self.started
+    def wait(self):
+        """Blocks until the boot ends; its output in this session's log; raises when it failed."""
+        rc = self.proc.wait()
+        seconds = time.monotonic() - self.started
+        output = self.log_path.read_text(errors="replace")
+        for line in output.splitlines():
+            log(line)
+        if rc != 0:
+            raise AssertionError(f"the lab's boot (python -m lab up) failed with rc {rc}; its output above")
+        return seconds
 
     def power_off(self):
-        # A session that ends before the fixture (a unit test failed under -x, Ctrl-C): let the
-        # boot finish first, or a VM it starts after the power-off would be left running.
-        self.thread.join(timeout=900)
+        # A session that ends before the fixture (a unit test failed under -x, Ctrl-C): stop the
+        # boot first, or a VM it starts after the power-off would be left running.
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         self.teardown()
 
 
@@ -410,18 +428,17 @@ _early: _EarlyBoot | None = None
 
 
 def boot_early(definition):
-    """Start booting the lab now (in a thread); the `lab` fixture's fresh() takes it over. Nothing
-    happens when lab VMs are running already: fresh() then fails with its message."""
+    """Start booting the lab now (another process); the `lab` fixture's fresh() takes it over.
+    Nothing happens when lab VMs are running already: fresh() then fails with its message."""
     global _early
     if _early or any(vmmod.pid(vm) for vm in definition.all_vms.values()):
         return
     control.wipe(definition, list(definition.vms), log=log)
+    log("==> e2e: the lab boots while the unit tests run (python -m lab up)")
     _early = _EarlyBoot(definition)
     atexit.register(_early.power_off)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
-    log("==> e2e: the lab boots while the unit tests run")
-    _early.thread.start()
 
 
 @contextmanager
@@ -446,11 +463,9 @@ def fresh(definition, names=None, inventory=None, what="e2e"):
     try:
         t0 = time.monotonic()
         if early:
-            early.thread.join()
-            if early.error:
-                raise early.error
+            seconds = early.wait()
             log(
-                f"==> {what}: {', '.join(lab.names)} ready, booted in {early.seconds:.0f} s while the "
+                f"==> {what}: {', '.join(lab.names)} ready, booted in {seconds:.0f} s while the "
                 f"unit tests ran ({time.monotonic() - t0:.0f} s waited for here)"
             )
         else:
