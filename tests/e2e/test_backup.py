@@ -13,6 +13,7 @@ import re
 import shlex
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -129,39 +130,69 @@ def snapshot_while_writing(lab, engine, spec):
     writer.join()
 
 
+def guid(lab, name, snapshot):
+    return lab.check(name, f"zfs get -Hp -o value guid {snapshot}").strip()
+
+
+@contextmanager
+def timers_stopped(lab, timers):
+    """{host: (timer, its service)}: each timer stopped and a run it started finished, started
+    again after. The test's own runs are then the only ones: a pull that began before the
+    snapshots would be waited for by `systemctl start` and miss them, and a replica's sanoid
+    prunes the test's `frequently` snapshot (a kind it keeps none of) at its next run."""
+    for name, (timer, service) in timers.items():
+        lab.check(
+            name,
+            f"systemctl stop {timer} && while [ $(systemctl show -p ActiveState --value {service})"
+            " = activating ]; do sleep 2; done",
+            timeout=900,
+        )
+    try:
+        yield
+    finally:
+        for name, (timer, _) in timers.items():
+            lab.check(name, f"systemctl start {timer}")
+
+
 def test_a_pull_sends_only_the_new_snapshots_with_their_positions(backed_up, timings):
-    copies = {engine: f"dbpool/backup/{engine}/{spec['replica']}/data" for engine, spec in ENGINES.items()}
-    before = {engine: guids(backed_up, BACKUP, copy) for engine, copy in copies.items()}
-    labkit.in_parallel(
-        **{
-            engine: lambda engine=engine, spec=spec: snapshot_while_writing(backed_up, engine, spec)
+    timers = {BACKUP: (backup.TIMER, backup.UNIT)}
+    timers |= {spec["replica"]: ("sanoid.timer", "sanoid.service") for spec in ENGINES.values()}
+    with timers_stopped(backed_up, timers):
+        labkit.in_parallel(
+            **{
+                engine: lambda engine=engine, spec=spec: snapshot_while_writing(backed_up, engine, spec)
+                for engine, spec in ENGINES.items()
+            }
+        )
+        taken = {
+            # the newest of the kind the test takes (the hourly job may have run meanwhile)
+            engine: backed_up.check(
+                spec["replica"],
+                f"zfs list -H -t snapshot -o name -s createtxg -d 1 {spec['datasets'][0]}"
+                " | grep _frequently | tail -n 1",
+            ).strip()
             for engine, spec in ENGINES.items()
         }
-    )
-    t0 = time.monotonic()
-    out = backed_up.check(BACKUP, f"{PULL} && journalctl -o cat -n 20 -u {backup.UNIT}")
-    timings["incremental pull (both replicas)"] = time.monotonic() - t0
-    for engine, spec in ENGINES.items():
-        replica, copy = spec["replica"], copies[engine]
-        after = guids(backed_up, BACKUP, copy)
-        assert set(before[engine]) <= set(after) and len(after) > len(before[engine]), (before, after, out)
-        taken = backed_up.check(
-            # the newest of that kind (the hourly job may have run meanwhile)
-            replica,
-            f"zfs list -H -t snapshot -o name -s createtxg -d 1 {spec['datasets'][0]}"
-            " | grep _frequently | tail -n 1",
-        )
-        snapshot = taken.split("@", 1)[1].strip()
-        assert snapshot.endswith("_frequently"), taken
-        position = {
-            name: backed_up.check(
-                name, f"zfs get -H -o value {spec['property']} {dataset}@{snapshot}"
-            ).strip()
-            for name, dataset in ((replica, spec["datasets"][0]), (BACKUP, copy))
-        }
-        assert position[BACKUP] == position[replica] and position[BACKUP] not in ("", "-"), position
-        written = backed_up.check(BACKUP, f"zfs get -Hp -o value written {copy}@{snapshot}").strip()
-        labkit.log(f"==> incremental pull ({engine}): {int(written) / 1024:.0f} KiB written for {snapshot}")
+        t0 = time.monotonic()
+        out = backed_up.check(BACKUP, f"{PULL} && journalctl -o cat -n 20 -u {backup.UNIT}")
+        timings["incremental pull (both replicas)"] = time.monotonic() - t0
+        for engine, spec in ENGINES.items():
+            replica, copy = spec["replica"], f"dbpool/backup/{engine}/{spec['replica']}/data"
+            snapshot = taken[engine].split("@", 1)[1]
+            assert snapshot.endswith("_frequently"), taken
+            # the same snapshot (guid) on the backup host, with the position it holds (checked
+            # before the timers run again: the replica's sanoid prunes it)
+            assert guid(backed_up, replica, taken[engine]) in guids(backed_up, BACKUP, copy), (taken, out)
+            position = {
+                name: backed_up.check(
+                    name, f"zfs get -H -o value {spec['property']} {dataset}@{snapshot}"
+                ).strip()
+                for name, dataset in ((replica, spec["datasets"][0]), (BACKUP, copy))
+            }
+            assert position[BACKUP] == position[replica] and position[BACKUP] not in ("", "-"), position
+            written = backed_up.check(BACKUP, f"zfs get -Hp -o value written {copy}@{snapshot}").strip()
+            kib = int(written) / 1024
+            labkit.log(f"==> incremental pull ({engine}): {kib:.0f} KiB written for {snapshot}")
 
 
 def pg(lab, name, sql):
