@@ -107,8 +107,7 @@ def pull_config_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> str:
 
 
 def retention(cfg: HostConfig, engine_name: str) -> dict[str, int]:
-    counts = cfg.backup_retention.get(engine_name, {})
-    return {kind: int(counts.get(kind, 0)) for kind in snapshots.KINDS}
+    return snapshots.every_kind(cfg.backup_retention.get(engine_name, {}))
 
 
 def files_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict[str, str]:

@@ -259,10 +259,9 @@ def repository_snapshots(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict |
     48 hourly, 90 daily and 6 monthly); None without a repository."""
     if not enabled(hosts):
         return None
-    counts = cfg.pgbackrest_repository_snapshots
     return {
         "dataset": repository_dataset(cfg),
-        "counts": {kind: int(counts.get(kind, 0)) for kind in snapshots.KINDS},
+        "counts": snapshots.every_kind(cfg.pgbackrest_repository_snapshots),
     }
 
 

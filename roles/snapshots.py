@@ -13,7 +13,7 @@ out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyinfra.api import deploy
@@ -73,9 +73,15 @@ def takes_snapshots(cfg: HostConfig, members: Sequence[HostConfig]) -> bool:
     return mode == "always" or mode == cfg.role
 
 
+def every_kind(counts: Mapping[str, int]) -> dict[str, int]:
+    """Counts in sanoid's order, every kind sanoid knows (0: none kept; a kind left out of its
+    config would get sanoid's default count)."""
+    return {kind: int(counts.get(kind, 0)) for kind in KINDS}
+
+
 def retention(cfg: HostConfig) -> dict[str, int]:
     """The engine's counts in sanoid's order, every kind sanoid knows (0: none kept)."""
-    return {kind: int(cfg.snapshot_retention.get(kind, 0)) for kind in KINDS}
+    return every_kind(cfg.snapshot_retention)
 
 
 def datasets(cfg: HostConfig) -> list[str]:

@@ -529,33 +529,35 @@ class _Checker:
             good = self.type_zfs_dataset_properties(name, f"{key}[{engine!r}]", datasets) and good
         return good
 
-    def type_snapshot_retention(
-        self, name: str, key: str, value: Mapping[Any, Any], where: str | None = None
-    ) -> bool:
-        """engine -> {kind: count}: kinds sanoid knows, counts whole numbers >= 0. `where`: one
-        retention's key (value is then {"": it}, not keyed by engine)."""
-        if where is None and not self.type_engine_keys(name, key, value):
+    def type_snapshot_retention(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
+        """engine -> {kind: count}."""
+        if not self.type_engine_keys(name, key, value):
             return False
         good = True
         for engine, retention in value.items():
-            for kind, count in retention.items():
-                at = f"{where}[{kind!r}]" if where else f"{key}[{engine!r}][{kind!r}]"
-                if kind not in snapshots.KINDS:
-                    close = _close(str(kind), snapshots.KINDS)
-                    fix = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(snapshots.KINDS)}"
-                    self.add(name, at, count, "not a kind of snapshot sanoid keeps", fix)
-                    good = False
-                elif not _is_int(count) or count < 0:
-                    self.add(name, at, count, "not a count", "a whole number >= 0, e.g. 36")
-                    good = False
+            good = self.kind_counts(name, f"{key}[{engine!r}]", retention) and good
+        return good
+
+    def kind_counts(self, name: str, where: str, retention: Mapping[Any, Any]) -> bool:
+        """{kind: count}: kinds sanoid knows, counts whole numbers >= 0."""
+        good = True
+        for kind, count in retention.items():
+            at = f"{where}[{kind!r}]"
+            if kind not in snapshots.KINDS:
+                close = _close(str(kind), snapshots.KINDS)
+                fix = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(snapshots.KINDS)}"
+                self.add(name, at, count, "not a kind of snapshot sanoid keeps", fix)
+                good = False
+            elif not _is_int(count) or count < 0:
+                self.add(name, at, count, "not a count", "a whole number >= 0, e.g. 36")
+                good = False
         return good
 
     def type_backup_retention(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         return self.type_snapshot_retention(name, key, value)
 
     def type_pgbackrest_repository_snapshots(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
-        """{kind: count}, as one engine's snapshot_retention."""
-        return self.type_snapshot_retention(name, key, {"": value}, where=key)
+        return self.kind_counts(name, key, value)
 
     def type_zfs_dataset_roles(self, name: str, key: str, value: Mapping[Any, Any]) -> bool:
         if not self.type_engine_keys(name, key, value):
