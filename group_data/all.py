@@ -193,6 +193,10 @@ pgbackrest_retention_full = 2  # full backups kept per replication group (and th
 pgbackrest_repository_snapshots = {"hourly": 24, "daily": 7}
 pgbackrest_full_calendar = "Sun *-*-* 01:00"  # systemd OnCalendar: full backups
 pgbackrest_incr_calendar = "Mon..Sat *-*-* 01:00"  # incremental backups (since the last backup)
+# The oldest the newest backup of a stanza may be before PgbackrestBackupFailing fires: the daily
+# backup at 01:00 plus slack for a long one or a late start. Keep it above the longest gap
+# between two backups of the calendars above.
+pgbackrest_backup_max_age_hours = 26
 
 # --- Database -----------------------------------------------------------------------------------
 

@@ -218,13 +218,13 @@ def software() -> None:
     hosts = configs()
     files.directory(name=KEY_DIR, path=KEY_DIR, user="root", group="root", mode="700")
     common.config_files(
-        name="sanoid's config, the pull's unit, timer, sources and script, pgBackRest's units",
+        name="sanoid's config, the pull's unit, timer, sources and script, pgBackRest's units and metrics",
         files={
             **files_text(cfg, hosts),
             SCRIPT: SCRIPT_SOURCE.read_text(),
             **pgbackrest.unit_files_text(cfg, hosts),
         },
-        modes={SCRIPT: "755"},
+        modes={SCRIPT: "755", pgbackrest.METRICS_SCRIPT: "755"},
     )
     common.secret_file(
         name=f"{KEY} (the backup key, 0600)",

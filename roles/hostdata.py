@@ -126,6 +126,7 @@ class HostConfig:
     pgbackrest_repository_snapshots: dict = field(default_factory=dict)  # a backup host's: kind -> count
     pgbackrest_full_calendar: str = "Sun *-*-* 01:00"  # systemd OnCalendar of the full backups
     pgbackrest_incr_calendar: str = "Mon..Sat *-*-* 01:00"  # and of the incremental ones
+    pgbackrest_backup_max_age_hours: int = 26  # a backup host's: the newest backup's age alerted
     compression: str = "lz4"
     datasets: dict = field(default_factory=dict)  # relative name -> properties, parent first
     # What the engine keeps where, by name (zfs_dataset_roles): "parent", "data", "log".
@@ -205,6 +206,7 @@ class HostConfig:
             pgbackrest_repository_snapshots=dict(_get(data, "pgbackrest_repository_snapshots")),
             pgbackrest_full_calendar=_get(data, "pgbackrest_full_calendar"),
             pgbackrest_incr_calendar=_get(data, "pgbackrest_incr_calendar"),
+            pgbackrest_backup_max_age_hours=_get(data, "pgbackrest_backup_max_age_hours"),
             compression=_get(data, "zfs_compression"),
             datasets=datasets,
             dataset_roles=roles,

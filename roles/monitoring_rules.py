@@ -19,13 +19,17 @@ every target has `instance` = the inventory host name; a database host's also `e
 and textfile collectors: every host), `mysqld`, `postgres` (the database hosts) and `prometheus`.
 The `dbzfs_zpool_*` and `dbzfs_zfs_*` series are our own ZFS textfile collector's (on a backup
 host too, whose received copies are snapshots it lists: hence the snapshot alert selects the
-database hosts by name), `dbzfs_snapshots_taken_here` the snapshot job's, and `dbzfs_backup_*` the
+database hosts by name), `dbzfs_snapshots_taken_here` the snapshot job's, `dbzfs_backup_*` the
 backup host's pull's (roles/host_scripts/backup_pull.py: `dbzfs_backup_pull_success`,
 `dbzfs_backup_newest_copy_timestamp_seconds` and `dbzfs_backup_copies` per `source` and `dataset`
 pulled, absent for a skipped one; `dbzfs_backup_last_run_timestamp_seconds`, the run's start, and
-`dbzfs_backup_run_success`). The exporters' metric names were checked against Debian 12's
-packages, run against throwaway local servers (MariaDB 10.11 primary + replica, PostgreSQL 15
-primary + streaming standby with slots), and against their sources:
+`dbzfs_backup_run_success`), and `dbzfs_pgbackrest_*` its pgBackRest backups'
+(roles/host_scripts/pgbackrest_metrics.py: `dbzfs_pgbackrest_stanza_ok`, `dbzfs_pgbackrest_backups`
+and `dbzfs_pgbackrest_newest_backup_timestamp_seconds` per `stanza`, the latter absent for a stanza
+without a backup; `dbzfs_pgbackrest_info_success` and `dbzfs_pgbackrest_last_run_timestamp_seconds`).
+The exporters' metric names were checked against Debian 12's packages, run against throwaway
+local servers (MariaDB 10.11 primary + replica, PostgreSQL 15 primary + streaming standby with
+slots), and against their sources:
 
 - node_exporter 1.5.0: `node_zfs_arc_demand_metadata_hits` / `_misses` (collector/zfs.go and
   zfs_linux.go at v1.5.0: kstat `arcstats` name -> `node_zfs_arc_<name>`, untyped, cumulative;
@@ -206,10 +210,18 @@ ALERTS: dict[str, Alert] = {
         "Read the archive-push errors in the server's log; on the backup host run "
         "pgbackrest --stanza=CLUSTER check as postgres.",
     ),
+    "PgbackrestBackupFailing": Alert(
+        "30m",
+        "warning",
+        "A stanza's newest pgBackRest backup is older than pgbackrest_backup_max_age_hours, the stanza is "
+        "not ok, or its metrics fail.",
+        "On the backup host, read pgbackrest info as postgres and journalctl -u 'dbzfs-pgbackrest-*'; "
+        "back up now: systemctl start dbzfs-pgbackrest-backup@incr.",
+    ),
 }
-# Only in the rules of an inventory that has a backup host (PostgresArchiveFailing: and
-# PostgreSQL hosts, which then archive to it: roles/pgbackrest.py).
-BACKUP_ALERTS = ("BackupCopyTooOld", "BackupPullFailing", "PostgresArchiveFailing")
+# Only in the rules of an inventory that has a backup host (PostgresArchiveFailing and
+# PgbackrestBackupFailing: and PostgreSQL hosts, which then archive to it: roles/pgbackrest.py).
+BACKUP_ALERTS = ("BackupCopyTooOld", "BackupPullFailing", "PostgresArchiveFailing", "PgbackrestBackupFailing")
 
 JOBS = {"mariadb": "mysqld", "postgresql": "postgres"}
 UP = {"mariadb": "mysql", "postgresql": "pg"}  # <prefix>_up: whether the exporter reaches its server
@@ -551,6 +563,28 @@ def _archive(r: _Rules, postgres: list[HostConfig]) -> None:
     r.add("dbzfs-backup", "PostgresArchiveFailing", expr, threshold=window)
 
 
+def _pgbackrest(r: _Rules, backups: list[HostConfig]) -> None:
+    """The backup hosts' pgBackRest backups (roles/host_scripts/pgbackrest_metrics.py's metrics,
+    written after every backup and every 15 minutes), one of four ways, its `problem` label says
+    which: a stanza's newest backup is too old (the metrics keep being written while the backups
+    stop, so it ages; with the metrics stopped too, node_exporter serves the last file and it
+    ages all the same); pgBackRest reports a stanza not ok (no valid backup, its directory
+    gone...); `pgbackrest info` fails; or no metrics at all on a backup host whose node_exporter
+    answers."""
+    for hours, names in _by_value(backups, lambda h: h.pgbackrest_backup_max_age_hours):
+        newest = _selector("dbzfs_pgbackrest_newest_backup_timestamp_seconds", "node", names)
+        ok = _selector("dbzfs_pgbackrest_stanza_ok", "node", names)
+        info = _selector("dbzfs_pgbackrest_info_success", "node", names)
+        up = _selector("up", "node", names or [h.name for h in backups])
+        clauses = [
+            _with_label(f"time() - {newest} > {hours * 3600}", "problem", "too_old"),
+            _with_label(f"{ok} == 0", "problem", "stanza"),
+            _with_label(f"{info} == 0", "problem", "failing"),
+            _with_label(f"{up} == 1 unless on(instance) {info}", "problem", "missing"),
+        ]
+        r.add("dbzfs-backup", "PgbackrestBackupFailing", _or(clauses), threshold=f"{hours}h")
+
+
 def rules(hosts: list[HostConfig], monitoring: HostConfig) -> dict:
     """The rule file (groups of alerting rules) for `hosts`, the inventory's database and backup
     hosts (any other is ignored), on the Prometheus host `monitoring` (whose alert_for sets the
@@ -566,7 +600,10 @@ def rules(hosts: list[HostConfig], monitoring: HostConfig) -> dict:
         _replication(r, databases)
     if backups:
         _backup(r, backups)
-        _archive(r, [h for h in databases if h.engine == "postgresql"])
+        postgres = [h for h in databases if h.engine == "postgresql"]
+        _archive(r, postgres)
+        if postgres:
+            _pgbackrest(r, backups)
     return {"groups": [{"name": name, "rules": group} for name, group in r.groups.items()]}
 
 

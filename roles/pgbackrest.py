@@ -7,7 +7,9 @@ the repository on the backup host, <its pool>/pgbackrest mounted at /var/lib/pgb
 stanza per replication group (its cluster name). The backup host takes the base backups, as
 pgBackRest has it (a backup runs where the repository is): a full one at the converge that
 creates the stanza, then on timers (pgbackrest_full_calendar, pgbackrest_incr_calendar), kept by
-pgbackrest_retention_full. Restores: runbooks/restore.py (roles/restore.py).
+pgbackrest_retention_full. After every backup and every 15 minutes, host_scripts/pgbackrest_metrics.py
+writes each stanza's state and newest backup for node_exporter (the PgbackrestBackupFailing alert,
+pgbackrest_backup_max_age_hours). Restores: runbooks/restore.py (roles/restore.py).
 
 pgBackRest talks over ssh both ways, as postgres: the backup host to the database hosts (with its
 backup key, backup_ssh_private_key) and the database hosts to the backup host (the secret
@@ -62,6 +64,13 @@ PACKAGE = "pgbackrest"
 BACKUP_UNIT = "dbzfs-pgbackrest-backup@.service"
 TYPES = ("full", "incr")  # the timers: dbzfs-pgbackrest-full.timer, dbzfs-pgbackrest-incr.timer
 UNIT_DIR = "/etc/systemd/system"
+# The backups' metrics (PgbackrestBackupFailing), after every backup and on a timer of their own.
+METRICS_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "pgbackrest_metrics.py"
+METRICS_SCRIPT = "/usr/local/lib/dbzfs/pgbackrest_metrics.py"
+METRICS_UNIT = "dbzfs-pgbackrest-metrics.service"
+METRICS_TIMER = "dbzfs-pgbackrest-metrics.timer"
+METRICS = "/var/lib/prometheus/node-exporter/dbzfs_pgbackrest.prom"  # node_exporter's textfile dir
+METRICS_SUCCEEDED = "dbzfs_pgbackrest_info_success 1"  # the metrics line of a run that read `info`
 
 
 def timer(kind: str) -> str:
@@ -170,20 +179,36 @@ def repository_conf_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> str:
     )
 
 
+def metrics_command(hosts: Sequence[HostConfig]) -> str:
+    """The metrics script's command line: the stanzas backed up, so that one missing from the
+    repository is reported too."""
+    return f"/usr/bin/python3 {METRICS_SCRIPT}" + "".join(f" --stanza {s}" for s in stanzas(hosts))
+
+
 def unit_files_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict[str, str]:
-    """path -> text of the backup host's backup unit and timers (none without PostgreSQL hosts)."""
+    """path -> text of the backup host's backup unit and timers, and of the backups' metrics
+    script (mode 755: METRICS_SCRIPT), its unit and timer (none without PostgreSQL hosts)."""
     if not enabled(hosts):
         return {}
     calendars = {"full": cfg.pgbackrest_full_calendar, "incr": cfg.pgbackrest_incr_calendar}
+    metrics = metrics_command(hosts)
     out = {
         f"{UNIT_DIR}/{BACKUP_UNIT}": render.render(
-            "dbzfs-pgbackrest-backup@.service.j2", {"stanzas": list(stanzas(hosts)), "user": USER}
+            "dbzfs-pgbackrest-backup@.service.j2",
+            {"stanzas": list(stanzas(hosts)), "user": USER, "metrics": metrics},
         )
     }
     for kind in TYPES:
         out[f"{UNIT_DIR}/{timer(kind)}"] = render.render(
             "dbzfs-pgbackrest.timer.j2", {"kind": kind, "calendar": calendars[kind], "service": service(kind)}
         )
+    out[f"{UNIT_DIR}/{METRICS_UNIT}"] = render.render(
+        "dbzfs-pgbackrest-metrics.service.j2", {"metrics": metrics, "output": METRICS}
+    )
+    out[f"{UNIT_DIR}/{METRICS_TIMER}"] = render.render(
+        "dbzfs-pgbackrest-metrics.timer.j2", {"service": METRICS_UNIT}
+    )
+    out[METRICS_SCRIPT] = METRICS_SOURCE.read_text()
     return out
 
 
@@ -311,7 +336,14 @@ def schedule() -> None:
         )
     if is_backup:
         units.current(
-            name="pgBackRest's backup timers running, enabled",
-            units={timer(kind): [] for kind in TYPES},
-            loaded=[service(kind) for kind in TYPES],
+            name="pgBackRest's backup and metrics timers running, enabled",
+            units={**{timer(kind): [] for kind in TYPES}, METRICS_TIMER: []},
+            loaded=[*(service(kind) for kind in TYPES), METRICS_UNIT],
+        )
+        # The first backups above are no unit's: their metrics now, not at the timer's next run.
+        snapshot_ops.first_run(
+            name="The backups' first metrics",
+            unit=METRICS_UNIT,
+            marker=METRICS,
+            succeeded=METRICS_SUCCEEDED,
         )

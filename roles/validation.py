@@ -166,6 +166,7 @@ KEY_TYPES: dict[str, tuple[str, bool, str]] = {
     "pgbackrest_repository_snapshots": (_MAP, False, '{"hourly": 24, "daily": 7}'),
     "pgbackrest_full_calendar": (_STR, False, '"Sun *-*-* 01:00"'),
     "pgbackrest_incr_calendar": (_STR, False, '"Mon..Sat *-*-* 01:00"'),
+    "pgbackrest_backup_max_age_hours": (_INT, False, "26"),
     "zfs_compression": (_STR, False, '"lz4" or "zstd"'),
     "zfs_datasets": (_MAP, False, "the default from group_data/all.py"),
     "zfs_dataset_roles": (_MAP, False, "the default from group_data/all.py"),
@@ -1267,6 +1268,15 @@ class _Checker:
                 c.pgbackrest_retention_full,
                 "out of range (1..99)",
                 "e.g. 2",
+            )
+        key = "pgbackrest_backup_max_age_hours"
+        if self.ok(c, key) and not 1 <= c.pgbackrest_backup_max_age_hours <= 8760:
+            self.add(
+                c.name,
+                key,
+                c.pgbackrest_backup_max_age_hours,
+                "out of range (1..8760 hours)",
+                "e.g. 26: the daily backup plus slack",
             )
         for key in ("pgbackrest_full_calendar", "pgbackrest_incr_calendar"):
             value = getattr(c, key)

@@ -62,8 +62,8 @@ FIXED = {
     "pg1": {"engine": "postgresql", "role": "primary", "replication_slot_alert_bytes": GIB},
     "pg2": {"engine": "postgresql", "role": "replica", "primary": "pg1"},
     "pg3": {"engine": "postgresql", "role": "replica", "primary": "pg1"},
-    # Backup hosts (no engine): bk1 with the defaults (copies at most 2h old, a pull every 15m),
-    # bk2 with its own pool, thresholds and interval.
+    # Backup hosts (no engine): bk1 with the defaults (copies at most 2h old, a pull every 15m,
+    # pgBackRest backups at most 26h old), bk2 with its own pool, thresholds and interval.
     "bk1": {"role": "backup"},
     "bk2": {
         "role": "backup",
@@ -71,6 +71,7 @@ FIXED = {
         "zfs_capacity_threshold": 90,
         "backup_max_age_hours": 6,
         "backup_pull_minutes": 60,
+        "pgbackrest_backup_max_age_hours": 4,
     },
 }
 FIXED_COMMON = {"scrub_max_age_days": 2, "snapshot_max_age_hours": 26, "zfs_metrics_interval": 60}
@@ -193,6 +194,29 @@ def test_rules_for_the_unit_fleet_with_a_backup_host_pass_promtool(fleet, tmp_pa
     assert (
         'up{job="node",instance="backup1"} == 1 unless on(instance) dbzfs_backup_run_success' in pull["expr"]
     )
+    (pgbackrest,) = rules_named(doc, "PgbackrestBackupFailing")
+    assert pgbackrest["labels"] == {"severity": "warning", "threshold": "26h"} and pgbackrest["for"] == "30m"
+    assert pgbackrest["expr"].count("\nor ") == 3
+    for problem in ("too_old", "stanza", "failing", "missing"):
+        assert f'"problem", "{problem}"' in pgbackrest["expr"]
+    assert (
+        'time() - dbzfs_pgbackrest_newest_backup_timestamp_seconds{job="node"} > 93600' in pgbackrest["expr"]
+    )
+    assert (
+        'up{job="node",instance="backup1"} == 1 unless on(instance) dbzfs_pgbackrest_info_success{job="node"}'
+        in pgbackrest["expr"]
+    )
+
+
+def test_the_pgbackrest_alert_needs_postgresql_hosts(fleet, tmp_path):
+    """Without PostgreSQL hosts nothing archives to the backup host, which takes no pgBackRest
+    backups: its pulls are still watched."""
+    mariadb = {n: d for n, d in fleet.items() if d["engine"] == "mariadb"} | {"backup1": backup_data()}
+    path = write_rules(tmp_path, configs(mariadb), monitor())
+    check(path)
+    alerts = {r["alert"] for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"]}
+    assert {"BackupCopyTooOld", "BackupPullFailing"} <= alerts
+    assert not alerts & {"PgbackrestBackupFailing", "PostgresArchiveFailing"}
 
 
 def test_a_backup_host_is_in_no_database_alert(fleet):
@@ -226,6 +250,7 @@ def test_backup_hosts_that_differ_get_one_rule_per_value(fleet, tmp_path):
     (pull,) = rules_named(agree, "BackupPullFailing")
     assert 'up{job="node",instance=~"backup1|backup2|backup3"}' in pull["expr"]
     fleet["backup3"] |= {"backup_max_age_hours": 5, "backup_pull_minutes": 60}
+    fleet["backup1"] |= {"pgbackrest_backup_max_age_hours": 50}
     doc = mr.rules(configs(fleet), monitor())
     found = {
         alert: {r["labels"]["threshold"]: r["expr"] for r in rules_named(doc, alert)}
@@ -237,6 +262,10 @@ def test_backup_hosts_that_differ_get_one_rule_per_value(fleet, tmp_path):
     assert "> 7200" in found["BackupCopyTooOld"]["2h"] and "> 18000" in found["BackupCopyTooOld"]["5h"]
     assert 'instance="backup3"' in found["BackupPullFailing"]["180m"]
     assert "> 10800" in found["BackupPullFailing"]["180m"]
+    assert set(found["PgbackrestBackupFailing"]) == {"50h", "26h"}
+    assert 'instance="backup1"' in found["PgbackrestBackupFailing"]["50h"]
+    assert "> 180000" in found["PgbackrestBackupFailing"]["50h"]
+    assert 'up{job="node",instance=~"backup2|backup3"}' in found["PgbackrestBackupFailing"]["26h"]
     check(write_rules(tmp_path, configs(fleet), monitor()))
 
 

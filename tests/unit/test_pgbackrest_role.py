@@ -250,6 +250,9 @@ def test_the_backup_unit_backs_up_every_stanza_as_postgres(two_groups):
         "/etc/systemd/system/dbzfs-pgbackrest-backup@.service",
         "/etc/systemd/system/dbzfs-pgbackrest-full.timer",
         "/etc/systemd/system/dbzfs-pgbackrest-incr.timer",
+        "/etc/systemd/system/dbzfs-pgbackrest-metrics.service",
+        "/etc/systemd/system/dbzfs-pgbackrest-metrics.timer",
+        "/usr/local/lib/dbzfs/pgbackrest_metrics.py",
     ]
     unit = files["/etc/systemd/system/dbzfs-pgbackrest-backup@.service"]
     assert [line for line in unit.splitlines() if line.startswith("ExecStart=")] == [
@@ -257,6 +260,33 @@ def test_the_backup_unit_backs_up_every_stanza_as_postgres(two_groups):
         "ExecStart=/usr/bin/pgbackrest --stanza=analytics --type=%i backup",
     ]
     assert "\nUser=postgres\n" in unit and "\nType=oneshot\n" in unit
+
+
+METRICS_COMMAND = (
+    "/usr/bin/python3 /usr/local/lib/dbzfs/pgbackrest_metrics.py --stanza postgresql --stanza analytics"
+)
+
+
+def test_the_metrics_are_written_after_every_backup_and_on_a_timer_as_root(two_groups):
+    hosts = configs(two_groups)
+    files = pgbackrest.unit_files_text(named(hosts, "backup1"), hosts)
+    backup_unit = files["/etc/systemd/system/dbzfs-pgbackrest-backup@.service"]
+    # "+": as root (runuser), whatever User=; ExecStopPost: after the backups, failed or not.
+    assert [line for line in backup_unit.splitlines() if line.startswith("ExecStopPost=")] == [
+        f"ExecStopPost=+{METRICS_COMMAND}"
+    ]
+    unit = files["/etc/systemd/system/dbzfs-pgbackrest-metrics.service"]
+    assert [line for line in unit.splitlines() if line.startswith(("ExecStart=", "User=", "Type="))] == [
+        "Type=oneshot",
+        f"ExecStart={METRICS_COMMAND}",
+    ]
+    assert pgbackrest.METRICS in unit
+    timer = files["/etc/systemd/system/dbzfs-pgbackrest-metrics.timer"]
+    assert "\nOnCalendar=*:0/15\nPersistent=true\nUnit=dbzfs-pgbackrest-metrics.service\n" in timer
+    assert "\nWantedBy=timers.target\n" in timer
+    assert files[pgbackrest.METRICS_SCRIPT] == pgbackrest.METRICS_SOURCE.read_text()
+    assert pgbackrest.METRICS_SOURCE.name == "pgbackrest_metrics.py"
+    assert pgbackrest.METRICS_SCRIPT.startswith("/usr/local/lib/dbzfs/")
 
 
 def test_the_timers_follow_the_calendars_of_the_backup_host(with_backup):
@@ -288,9 +318,12 @@ def test_the_units_pass_systemd_analyze(two_groups, tmp_path):
     paths = []
     for path, text in files.items():
         name = path.rsplit("/", 1)[1]
+        if path == pgbackrest.METRICS_SCRIPT:
+            continue
         (tmp_path / name).write_text(text)
         if not name.endswith("@.service"):
             paths.append(str(tmp_path / name))
+    assert len(paths) == 4  # the timers and the metrics service
     # an instance of the template, as the timers start it
     instance = tmp_path / "dbzfs-pgbackrest-backup@full.service"
     instance.write_text(files["/etc/systemd/system/dbzfs-pgbackrest-backup@.service"])
@@ -562,6 +595,26 @@ def test_the_backup_host_s_sanoid_snapshots_the_repository_with_every_kind_count
 def test_no_repository_section_without_a_postgresql_host(with_backup):
     hosts = [h for h in configs(with_backup) if h.engine != "postgresql"]
     assert "dbpool/pgbackrest" not in sanoid_sections(named(hosts, "backup1"), hosts)
+
+
+def test_the_metrics_first_run_is_once_info_was_read():
+    from pyinfra.facts.files import FileContents
+
+    from roles.operations import snapshots as snapshot_ops
+
+    args = {
+        "unit": pgbackrest.METRICS_UNIT,
+        "marker": pgbackrest.METRICS,
+        "succeeded": pgbackrest.METRICS_SUCCEEDED,
+    }
+    unit = pgbackrest.METRICS_UNIT
+    first = [f"systemctl start {unit} && journalctl -o cat -n 3 -u {unit}"]
+    assert run_operation(snapshot_ops.first_run, {FileContents: None}, **args)[0] == first
+    failed = ["dbzfs_pgbackrest_info_success 0", "dbzfs_pgbackrest_last_run_timestamp_seconds 1765000000"]
+    assert run_operation(snapshot_ops.first_run, {FileContents: failed}, **args)[0] == first
+    ran = ['dbzfs_pgbackrest_stanza_ok{stanza="postgresql"} 0', "dbzfs_pgbackrest_info_success 1"]
+    commands, host = run_operation(snapshot_ops.first_run, {FileContents: ran}, **args)
+    assert commands == [] and pgbackrest.METRICS in host.noops[0]
 
 
 def test_the_repository_s_first_snapshots_are_taken_by_sanoid_once():

@@ -88,7 +88,10 @@ def test_the_archive_timeout_s_bounds_pass(with_backup, ssh_keys, value):
 
 def test_a_mariadb_host_s_archive_settings_are_not_read(with_backup, ssh_keys):
     with_backup["db1"].update(
-        pitr_archive_timeout=0, pgbackrest_retention_full=0, pgbackrest_full_calendar=""
+        pitr_archive_timeout=0,
+        pgbackrest_retention_full=0,
+        pgbackrest_full_calendar="",
+        pgbackrest_backup_max_age_hours=0,
     )
     assert validate(with_backup, secrets(ssh_keys)) == []
 
@@ -111,6 +114,29 @@ def test_the_full_backups_kept_are_1_to_99(with_backup, ssh_keys, value, passes)
         assert (
             problem.value == value and problem.message == "out of range (1..99)" and problem.fix == "e.g. 2"
         )
+
+
+@pytest.mark.parametrize(
+    ("value", "passes"), [(0, False), (-26, False), (1, True), (8760, True), (8761, False)]
+)
+def test_the_newest_backup_s_age_alerted_is_1_to_8760_hours(with_backup, ssh_keys, value, passes):
+    with_backup["backup1"]["pgbackrest_backup_max_age_hours"] = value
+    found = problems(with_backup, secrets(ssh_keys))
+    if passes:
+        assert found == {}
+    else:
+        problem = found[("backup1", "pgbackrest_backup_max_age_hours")]
+        assert problem.value == value and problem.message == "out of range (1..8760 hours)"
+        assert problem.fix.startswith("e.g. 26")
+
+
+def test_the_newest_backup_s_age_of_the_wrong_type_is_reported_once(with_backup, ssh_keys):
+    with_backup["backup1"]["pgbackrest_backup_max_age_hours"] = "26h"
+    found = [
+        p for p in validate(with_backup, secrets(ssh_keys)) if p.key == "pgbackrest_backup_max_age_hours"
+    ]
+    assert len(found) == 1
+    assert found[0].message == "must be an integer, not a string" and "26" in found[0].fix
 
 
 @pytest.mark.parametrize("key", ["pgbackrest_full_calendar", "pgbackrest_incr_calendar"])
