@@ -1,0 +1,121 @@
+"""MariaDB's binlogs streamed to the backup host: point-in-time recovery for MariaDB (issue 14,
+part 3; PostgreSQL's is roles/pgbackrest.py).
+
+WIP (branch wip/mariadb-binlogs, not on main): not yet wired into deploy.py, not run on the lab.
+
+With a backup host in the inventory, it streams each MariaDB replication group's binlogs from the
+group's declared primary (host_scripts/binlog_stream.py: `mariadb-binlog --read-from-remote-server
+--raw --stop-never`), as a replica would, into <its pool>/binlogs mounted at
+/var/lib/dbzfs-binlogs/<cluster>/<host>/, one unit per group (dbzfs-binlog@<cluster>.service,
+restarted by systemd when it ends). Pulled, like the snapshots: the primary lets the account
+dbzfs_binlog in from the backup hosts' addresses with REPLICATION SLAVE and BINLOG MONITOR only
+(the replication password); a database host holds nothing that reaches the backup host.
+A restore replays them over a copy: `mariadb-binlog --start-position=<the copy's dbzfs:gtid>
+--stop-datetime=<time> FILES | mariadb` (runbooks/restore.py, next).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from roles import backup, render
+from roles.hostdata import HostConfig
+
+ACCOUNT = "dbzfs_binlog"
+PRIVILEGES = frozenset({"REPLICATION SLAVE", "BINLOG MONITOR"})
+DATASET = "binlogs"
+DIRECTORY = "/var/lib/dbzfs-binlogs"
+DATASET_PROPERTIES = {"mountpoint": DIRECTORY, "recordsize": "1M", "compression": "zstd", "atime": "off"}
+ETC = "/etc/dbzfs/binlogs"
+CLIENT = f"{ETC}/client.cnf"  # [client] user and password, root's, 0600
+SCRIPT_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "binlog_stream.py"
+SCRIPT = "/usr/local/lib/dbzfs/binlog_stream.py"
+UNIT = "dbzfs-binlog@.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT}"
+METRICS_DIR = "/var/lib/prometheus/node-exporter"
+PACKAGE = "mariadb-client"  # mariadb-binlog
+SERVER_ID_BASE = 4_000_000  # the stream's replica server_id: + the backup host's index
+
+
+def mariadb_hosts(hosts: Sequence[HostConfig]) -> list[HostConfig]:
+    return [h for h in backup.database_hosts(hosts) if h.engine == "mariadb"]
+
+
+def enabled(hosts: Sequence[HostConfig]) -> bool:
+    return bool(backup.backup_hosts(hosts)) and bool(mariadb_hosts(hosts))
+
+
+def sources(hosts: Sequence[HostConfig]) -> dict[str, HostConfig]:
+    """cluster -> the group's declared primary, the host its binlogs are streamed from."""
+    return {h.cluster: h for h in mariadb_hosts(hosts) if h.role == "primary"}
+
+
+def unit_name(cluster: str) -> str:
+    return f"dbzfs-binlog@{cluster}.service"
+
+
+def config_path(cluster: str) -> str:
+    return f"{ETC}/{cluster}.json"
+
+
+def server_id(cfg: HostConfig, hosts: Sequence[HostConfig]) -> int:
+    names = [b.name for b in backup.backup_hosts(hosts)]
+    return SERVER_ID_BASE + names.index(cfg.name)
+
+
+def config_text(cfg: HostConfig, hosts: Sequence[HostConfig], cluster: str, source: HostConfig) -> str:
+    config = {
+        "cluster": cluster,
+        "host": source.name,
+        "address": str(source.replication_address),
+        "port": render.MARIADB_PORT,
+        "directory": f"{DIRECTORY}/{cluster}/{source.name}",
+        "defaults_file": CLIENT,
+        "server_id": server_id(cfg, hosts),
+        "metrics": f"{METRICS_DIR}/dbzfs_binlog_{cluster}.prom",
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+def unit_text() -> str:
+    return (
+        "# Managed by dbzfs (roles/binlogs.py): a MariaDB group's binlogs streamed here (%i: its\n"
+        "# cluster); restarted whenever the stream ends.\n"
+        "[Unit]\n"
+        "Description=Stream the binlogs of MariaDB group %i (dbzfs)\n"
+        "After=zfs-mount.service network-online.target\n"
+        "Wants=network-online.target\n\n"
+        "[Service]\n"
+        f"ExecStart=/usr/bin/python3 {SCRIPT} --config {ETC}/%i.json\n"
+        "Restart=always\n"
+        "RestartSec=30\n\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
+def files_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict[str, str]:
+    """path -> text of the backup host's binlog files (the client file with the password apart)."""
+    if not enabled(hosts):
+        return {}
+    out = {UNIT_PATH: unit_text(), SCRIPT: SCRIPT_SOURCE.read_text()}
+    for cluster, source in sources(hosts).items():
+        out[config_path(cluster)] = config_text(cfg, hosts, cluster, source)
+    return out
+
+
+# TODO (next session), in this order:
+# - roles/mariadb.accounts: on the primary, ACCOUNT@<each backup host's address> with the
+#   replication password and PRIVILEGES (mariadb_ops.user / grants / only_from).
+# - backup host: packages + PACKAGE; files_text() written before the packages (units); CLIENT via
+#   common.secret_file (fencing.mariadb_client_text(password) with user = ACCOUNT); dataset
+#   <pool>/binlogs (DATASET_PROPERTIES); units.current({unit_name(c): [config_path(c), CLIENT]}).
+# - retention: delete binlog files older than the oldest copy the backup host keeps of the group.
+# - monitoring: alert BinlogStreamDown (dbzfs_binlog_streaming 0 for 5m), BinlogGap.
+# - lab: check mariadb-binlog 10.11's --stop-never-slave-server-id and that --raw resumes.
+# - restore: runbooks/restore.py for MariaDB: the newest copy before `time` (backup host), sent
+#   to the target with seeding's one-time-key receive, started without replication
+#   (skip-slave-start), then `mariadb-binlog --start-position=<dbzfs:gtid> --stop-datetime=<time>`
+#   of the held files piped into it; mode=replica: CHANGE MASTER ... MASTER_USE_GTID=slave_pos.
