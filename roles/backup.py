@@ -26,7 +26,7 @@ from pyinfra.api import HiddenValue, deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
-from roles import engine, monitoring, pgbackrest, render, snapshots, zfs
+from roles import binlogs, engine, monitoring, pgbackrest, render, snapshots, zfs
 from roles.hostdata import HostConfig
 from roles.operations import accounts, common, snapshots as snapshot_ops, units, zfs as zfs_ops
 
@@ -239,7 +239,7 @@ def software() -> None:
     zfs.install(cfg)
     engine.packages(
         "sanoid (syncoid), pgBackRest and monitoring from Debian",
-        [*PACKAGES, *pgbackrest.packages(hosts), *monitoring.packages(cfg)],
+        [*PACKAGES, *pgbackrest.packages(hosts), *binlogs.packages(hosts), *monitoring.packages(cfg)],
     )
 
 

@@ -20,8 +20,13 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from roles import backup, render
+from pyinfra.api import HiddenValue, deploy
+from pyinfra.operations import files
+
+from roles import backup, engine, render, secrets
 from roles.hostdata import HostConfig
+from roles.operations import common, mariadb as mariadb_ops, units, zfs as zfs_ops
+from roles.operations.mariadb import option_value
 
 ACCOUNT = "dbzfs_binlog"
 PRIVILEGES = frozenset({"REPLICATION SLAVE", "BINLOG MONITOR"})
@@ -106,12 +111,69 @@ def files_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict[str, str]:
     return out
 
 
+def client_text(password: str) -> str:
+    return f"[client]\nuser = {ACCOUNT}\npassword = {option_value(password)}\n"
+
+
+# --- the primaries -------------------------------------------------------------------------------
+
+
+def accounts(cfg: HostConfig) -> None:
+    """On a MariaDB primary (roles/mariadb.accounts): ACCOUNT from each backup host's address,
+    allowed to stream binlogs and nothing else; none without a backup host."""
+    hosts = backup.configs()
+    addresses = [str(b.replication_address) for b in backup.backup_hosts(hosts)] if enabled(hosts) else []
+    password = engine.secret(secrets.REPLICATION_PASSWORD) if addresses else None
+    for address in addresses:
+        mariadb_ops.user(
+            name=f"{ACCOUNT}@{address} (binlogs to the backup host)",
+            user=ACCOUNT,
+            user_host=address,
+            password=password,
+        )
+        mariadb_ops.grants(
+            name=f"Privileges of {ACCOUNT}@{address}", user=ACCOUNT, user_host=address, privileges=PRIVILEGES
+        )
+    mariadb_ops.only_from(
+        name=f"No {ACCOUNT} account for a host that is not a backup host", user=ACCOUNT, user_hosts=addresses
+    )
+
+
+# --- the backup host -------------------------------------------------------------------------------
+
+
+def packages(hosts: Sequence[HostConfig]) -> list[str]:
+    return [PACKAGE] if enabled(hosts) else []
+
+
+@deploy("Binlog streams")
+def streams() -> None:
+    """The backup host, after its pool: the binlogs' dataset, the client file, each group's
+    stream running (its unit and script are written with the backup host's files)."""
+    cfg = engine.host_config()
+    hosts = backup.configs()
+    if not enabled(hosts):
+        return
+    dataset = f"{cfg.pool.name}/{DATASET}"
+    zfs_ops.dataset(name=f"Dataset {dataset} (binlogs)", dataset_name=dataset, properties=DATASET_PROPERTIES)
+    files.directory(name=f"{ETC} (root's)", path=ETC, user="root", group="root", mode="700")
+    common.secret_file(
+        name=f"{CLIENT} ({ACCOUNT}'s password, 0600)",
+        path=CLIENT,
+        content=HiddenValue(client_text(engine.secret(secrets.REPLICATION_PASSWORD).unmask())),
+        user="root",
+        group="root",
+        mode="600",
+    )
+    units.current(
+        name="The binlog streams running their current config, enabled",
+        units={unit_name(c): [config_path(c), CLIENT, SCRIPT] for c in sources(hosts)},
+    )
+
+
 # TODO (next session), in this order:
-# - roles/mariadb.accounts: on the primary, ACCOUNT@<each backup host's address> with the
-#   replication password and PRIVILEGES (mariadb_ops.user / grants / only_from).
-# - backup host: packages + PACKAGE; files_text() written before the packages (units); CLIENT via
-#   common.secret_file (fencing.mariadb_client_text(password) with user = ACCOUNT); dataset
-#   <pool>/binlogs (DATASET_PROPERTIES); units.current({unit_name(c): [config_path(c), CLIENT]}).
+# - try on the lab (wired: deploy.py, roles/mariadb.accounts, roles/backup.software); the
+#   ETC directory is written by files_text before streams() makes it 0700: order them.
 # - retention: delete binlog files older than the oldest copy the backup host keeps of the group.
 # - monitoring: alert BinlogStreamDown (dbzfs_binlog_streaming 0 for 5m), BinlogGap.
 # - lab: check mariadb-binlog 10.11's --stop-never-slave-server-id and that --raw resumes.
