@@ -218,14 +218,19 @@ def software() -> None:
     cfg = engine.host_config()
     hosts = configs()
     files.directory(name=KEY_DIR, path=KEY_DIR, user="root", group="root", mode="700")
+    if binlogs.enabled(hosts):
+        files.directory(
+            name=f"{binlogs.ETC} (root's)", path=binlogs.ETC, user="root", group="root", mode="700"
+        )
     common.config_files(
-        name="sanoid's config, the pull's unit, timer, sources and script, pgBackRest's units",
+        name="sanoid's config, the pull's files, pgBackRest's units, the binlog streams' files",
         files={
             **files_text(cfg, hosts),
             SCRIPT: SCRIPT_SOURCE.read_text(),
             **pgbackrest.unit_files_text(cfg, hosts),
+            **binlogs.files_text(cfg, hosts),
         },
-        modes={SCRIPT: "755"},
+        modes={SCRIPT: "755", binlogs.SCRIPT: "755"},
     )
     common.secret_file(
         name=f"{KEY} (the backup key, 0600)",

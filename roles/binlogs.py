@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyinfra.api import HiddenValue, deploy
-from pyinfra.operations import files
 
 from roles import backup, engine, render, secrets
 from roles.hostdata import HostConfig
@@ -80,6 +79,8 @@ def config_text(cfg: HostConfig, hosts: Sequence[HostConfig], cluster: str, sour
         "defaults_file": CLIENT,
         "server_id": server_id(cfg, hosts),
         "metrics": f"{METRICS_DIR}/dbzfs_binlog_{cluster}.prom",
+        # binlogs older than the group's oldest copy replay onto nothing: pruned (the stream script)
+        "copies": f"{backup.copies_root(cfg)}/{cluster}",
     }
     return json.dumps(config, indent=2) + "\n"
 
@@ -149,14 +150,14 @@ def packages(hosts: Sequence[HostConfig]) -> list[str]:
 @deploy("Binlog streams")
 def streams() -> None:
     """The backup host, after its pool: the binlogs' dataset, the client file, each group's
-    stream running (its unit and script are written with the backup host's files)."""
+    stream running (its unit, script and config are written with the backup host's files, in
+    ETC, which backup.software makes root's 0700 first)."""
     cfg = engine.host_config()
     hosts = backup.configs()
     if not enabled(hosts):
         return
     dataset = f"{cfg.pool.name}/{DATASET}"
     zfs_ops.dataset(name=f"Dataset {dataset} (binlogs)", dataset_name=dataset, properties=DATASET_PROPERTIES)
-    files.directory(name=f"{ETC} (root's)", path=ETC, user="root", group="root", mode="700")
     common.secret_file(
         name=f"{CLIENT} ({ACCOUNT}'s password, 0600)",
         path=CLIENT,

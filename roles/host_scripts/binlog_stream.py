@@ -9,7 +9,10 @@ file it holds (that file is fetched again whole: raw mode writes files from thei
 the server's oldest when it holds none. A server that purged the file it holds leaves a gap: said
 in the log and in the metrics (dbzfs_binlog_gap 1), and streaming goes on from the server's
 oldest. While it runs, the metrics file (node_exporter's textfile collector) says when the newest
-file was last written. Standard library only.
+file was last written. Every PRUNE_EVERY seconds it deletes the files whose last write is older
+than the group's oldest copy on this host (`copies`, the snapshots a restore starts from) by more
+than PRUNE_MARGIN: a restore replays binlogs from a copy on, never from before the oldest one; the
+newest two files are always kept. Standard library only.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 METRICS_EVERY = 30  # seconds
+PRUNE_EVERY = 600  # seconds
+PRUNE_MARGIN = 3600  # seconds: a file's mtime is its last event's time or later (a refetch)
+KEEP_NEWEST = 2
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,7 @@ class Config:
     defaults_file: str  # [client] user and password, root's, 0600
     server_id: int  # the replica server_id the stream presents (unique per group)
     metrics: str
+    copies: str  # the group's copies on this host: <pool>/backup/<cluster>
 
 
 def load_config(text: str) -> Config:
@@ -52,6 +59,7 @@ def load_config(text: str) -> Config:
         defaults_file=str(raw["defaults_file"]),
         server_id=int(raw["server_id"]),
         metrics=str(raw["metrics"]),
+        copies=str(raw["copies"]),
     )
 
 
@@ -110,6 +118,44 @@ def stream_command(config: Config, first: str) -> list[str]:
     ]
 
 
+def oldest_copy_command(config: Config) -> list[str]:
+    return ["zfs", "list", "-Hp", "-t", "snapshot", "-o", "creation", "-s", "creation", "-r", config.copies]
+
+
+def oldest_copy(output: str) -> int | None:
+    """The creation time of the oldest copy (zfs list, oldest first), None without any."""
+    for line in output.splitlines():
+        if line.strip().isdigit():
+            return int(line.strip())
+    return None
+
+
+def prunable(directory: str, held: Sequence[str], oldest: int | None) -> list[str]:
+    """The held files (oldest first) that no restore needs: last written more than PRUNE_MARGIN
+    before the oldest copy; never one of the newest KEEP_NEWEST, nothing without a copy."""
+    if oldest is None:
+        return []
+    old = []
+    for name in held[:-KEEP_NEWEST] if len(held) > KEEP_NEWEST else []:
+        if os.stat(os.path.join(directory, name)).st_mtime >= oldest - PRUNE_MARGIN:
+            break  # in order: the files after it are newer
+        old.append(name)
+    return old
+
+
+def prune(config: Config, runner: Callable[..., subprocess.CompletedProcess]) -> list[str]:
+    listed = runner(oldest_copy_command(config), capture_output=True, text=True, check=False)
+    if listed.returncode != 0:
+        print(f"binlog_stream: cannot list {config.copies}: {listed.stderr.strip()}", file=sys.stderr)
+        return []
+    old = prunable(config.directory, local_files(config.directory), oldest_copy(listed.stdout))
+    for name in old:
+        os.unlink(os.path.join(config.directory, name))
+    if old:
+        print(f"binlog_stream: pruned {len(old)} file(s) older than the oldest copy: {old[0]} .. {old[-1]}")
+    return old
+
+
 def metrics_text(config: Config, held: Sequence[str], gap: bool, streaming: bool) -> str:
     labels = f'cluster="{config.cluster}",source="{config.host}"'
     newest = 0.0
@@ -125,6 +171,9 @@ def metrics_text(config: Config, held: Sequence[str], gap: bool, streaming: bool
         "# HELP dbzfs_binlog_gap Whether the server purged binlogs this host never got.\n"
         "# TYPE dbzfs_binlog_gap gauge\n"
         f"dbzfs_binlog_gap{{{labels}}} {int(gap)}\n"
+        "# HELP dbzfs_binlog_files The binlog files held for the group's source.\n"
+        "# TYPE dbzfs_binlog_files gauge\n"
+        f"dbzfs_binlog_files{{{labels}}} {len(held)}\n"
     )
 
 
@@ -143,6 +192,7 @@ def run(
     runner: Callable[..., subprocess.CompletedProcess] = subprocess.run,
     popen: Callable[..., subprocess.Popen] = subprocess.Popen,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> int:
     Path(config.directory).mkdir(parents=True, exist_ok=True)
     listed = runner(server_files_command(config), capture_output=True, text=True, check=False)
@@ -161,7 +211,11 @@ def run(
         )
     print(f"binlog_stream: {config.cluster}: streaming {config.host}'s binlogs from {first}", flush=True)
     proc = popen(stream_command(config, first))
+    pruned_at = None
     while proc.poll() is None:
+        if pruned_at is None or clock() - pruned_at >= PRUNE_EVERY:
+            prune(config, runner)
+            pruned_at = clock()
         write_metrics(config.metrics, metrics_text(config, local_files(config.directory), gap, True))
         sleep(METRICS_EVERY)
     write_metrics(config.metrics, metrics_text(config, local_files(config.directory), gap, False))

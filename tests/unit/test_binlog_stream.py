@@ -1,6 +1,7 @@
 """roles/host_scripts/binlog_stream.py against stand-ins for mariadb and mariadb-binlog."""
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -20,6 +21,7 @@ def config(tmp_path):
         "defaults_file": "/etc/dbzfs/binlogs/client.cnf",
         "server_id": 4000000,
         "metrics": str(tmp_path / "metrics" / "dbzfs_binlog_mariadb.prom"),
+        "copies": "dbpool/backup/mariadb",
     }
     return s.load_config(json.dumps(raw))
 
@@ -78,6 +80,8 @@ def test_a_run_streams_from_the_start_file_and_says_so_in_the_metrics(config):
 
     def runner(argv, **kwargs):
         calls.append(argv)
+        if argv[0] == "zfs":
+            return subprocess.CompletedProcess(argv, 0, "", "")  # no copy yet: nothing pruned
         return subprocess.CompletedProcess(argv, 0, "mariadb-bin.000001\t1234\nmariadb-bin.000002\t99\n", "")
 
     def popen(argv):
@@ -88,6 +92,7 @@ def test_a_run_streams_from_the_start_file_and_says_so_in_the_metrics(config):
 
     assert s.run(config, runner=runner, popen=popen, sleep=lambda _: None) == 1
     assert calls[1][-1] == "mariadb-bin.000001"
+    assert calls[2] == s.oldest_copy_command(config)
     text = open(config.metrics).read()
     assert 'dbzfs_binlog_streaming{cluster="mariadb",source="db1"} 0' in text
     assert 'dbzfs_binlog_gap{cluster="mariadb",source="db1"} 0' in text
@@ -99,3 +104,75 @@ def test_a_server_that_cannot_list_its_binlogs_fails_the_run(config):
 
     assert s.run(config, runner=runner, popen=None, sleep=lambda _: None) == 1
     assert "dbzfs_binlog_streaming" in open(config.metrics).read()
+
+
+# --- retention: nothing older than the group's oldest copy ---------------------------------------
+
+
+def held_files(directory: Path, mtimes: dict[str, int]) -> list[str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, mtime in mtimes.items():
+        (directory / name).write_text("x")
+        os.utime(directory / name, (mtime, mtime))
+    return s.local_files(str(directory))
+
+
+def test_the_oldest_copy_is_the_first_creation_zfs_lists():
+    assert s.oldest_copy("1796400000\n1796403600\n") == 1796400000
+    assert s.oldest_copy("") is None
+
+
+def test_the_copies_are_listed_recursively_oldest_first(config):
+    argv = s.oldest_copy_command(config)
+    assert argv[:2] == ["zfs", "list"] and argv[-2:] == ["-r", "dbpool/backup/mariadb"]
+    assert "-s" in argv and argv[argv.index("-s") + 1] == "creation"
+
+
+def test_files_last_written_well_before_the_oldest_copy_are_pruned(tmp_path):
+    oldest = 1_000_000
+    held = held_files(
+        tmp_path,
+        {
+            "mariadb-bin.000001": oldest - 3 * 3600,
+            "mariadb-bin.000002": oldest - 2 * 3600,
+            "mariadb-bin.000003": oldest - 1800,  # within the margin: a copy may start in it
+            "mariadb-bin.000004": oldest + 60,
+            "mariadb-bin.000005": oldest + 120,
+        },
+    )
+    assert s.prunable(str(tmp_path), held, oldest) == ["mariadb-bin.000001", "mariadb-bin.000002"]
+
+
+def test_the_newest_two_files_are_kept_however_old(tmp_path):
+    held = held_files(
+        tmp_path, {"mariadb-bin.000001": 10, "mariadb-bin.000002": 20, "mariadb-bin.000003": 30}
+    )
+    assert s.prunable(str(tmp_path), held, 1_000_000) == ["mariadb-bin.000001"]
+
+
+def test_nothing_is_pruned_without_a_copy(tmp_path):
+    held = held_files(tmp_path, {f"mariadb-bin.00000{i}": 10 for i in range(1, 6)})
+    assert s.prunable(str(tmp_path), held, None) == []
+
+
+def test_prune_deletes_the_old_files_and_keeps_the_rest(config):
+    directory = Path(config.directory)
+    held_files(directory, {"mariadb-bin.000001": 10, "mariadb-bin.000002": 20, "mariadb-bin.000003": 30})
+
+    def runner(argv, **kwargs):
+        return subprocess.CompletedProcess(argv, 0, "1000000\n", "")
+
+    assert s.prune(config, runner) == ["mariadb-bin.000001"]
+    assert s.local_files(str(directory)) == ["mariadb-bin.000002", "mariadb-bin.000003"]
+
+
+def test_a_failed_listing_of_the_copies_prunes_nothing(config, capsys):
+    directory = Path(config.directory)
+    held_files(directory, {"mariadb-bin.000001": 10, "mariadb-bin.000002": 20, "mariadb-bin.000003": 30})
+
+    def runner(argv, **kwargs):
+        return subprocess.CompletedProcess(argv, 1, "", "dataset does not exist")
+
+    assert s.prune(config, runner) == []
+    assert len(s.local_files(str(directory))) == 3
+    assert "cannot list dbpool/backup/mariadb" in capsys.readouterr().err
