@@ -1,7 +1,8 @@
 """MariaDB's binlogs streamed to the backup host: point-in-time recovery for MariaDB (issue 14,
 part 3; PostgreSQL's is roles/pgbackrest.py).
 
-WIP (branch wip/mariadb-binlogs, not on main): not yet wired into deploy.py, not run on the lab.
+WIP (branch wip/mariadb-binlogs, not on main): wired into deploy.py, not yet run on the lab; its
+script proven against a real mariadbd (tests/unit/test_binlog_stream_server.py).
 
 With a backup host in the inventory, it streams each MariaDB replication group's binlogs from the
 group's declared primary (host_scripts/binlog_stream.py: `mariadb-binlog --read-from-remote-server
@@ -173,12 +174,27 @@ def streams() -> None:
 
 
 # TODO (next session), in this order:
-# - try on the lab (wired: deploy.py, roles/mariadb.accounts, roles/backup.software); the
-#   ETC directory is written by files_text before streams() makes it 0700: order them.
-# - retention: delete binlog files older than the oldest copy the backup host keeps of the group.
-# - monitoring: alert BinlogStreamDown (dbzfs_binlog_streaming 0 for 5m), BinlogGap.
-# - lab: check mariadb-binlog 10.11's --stop-never-slave-server-id and that --raw resumes.
-# - restore: runbooks/restore.py for MariaDB: the newest copy before `time` (backup host), sent
-#   to the target with seeding's one-time-key receive, started without replication
-#   (skip-slave-start), then `mariadb-binlog --start-position=<dbzfs:gtid> --stop-datetime=<time>`
-#   of the held files piped into it; mode=replica: CHANGE MASTER ... MASTER_USE_GTID=slave_pos.
+# - run on the lab (`./dbzfs converge --with-backup`): the stream's unit running on backup1, the
+#   files growing as db1 commits, the account's grants on db1 (only_from drops it when backup1
+#   leaves). Proven on this machine's own mariadbd 10.11 (tests/unit/test_binlog_stream_server.py):
+#   the account streams and may do nothing else, the files are the server's byte for byte but the
+#   in-use flag of the current one, a restart goes on from its newest file, a purge shows as a gap,
+#   and the files replay from a GTID to a --stop-datetime with exactly the rows before it.
+# - monitoring: BinlogStreamFailing (dbzfs_binlog_streaming 0, dbzfs_binlog_gap 1, or no series
+#   for a group on a backup host whose node_exporter answers).
+# - restore (runbooks/restore.py, roles/restore.py for MariaDB), standalone to `time`:
+#   1. the newest copy of the group (<pool>/backup/<cluster>/<host>/{data,log}) taken before
+#      `time`, and its dbzfs:gtid;
+#   2. sent raw (-w) from the backup host to the target with seeding's one-time key and receive
+#      wrapper (roles/seeding.py), the target's server stopped and its datasets replaced (wipe=);
+#   3. the server started fenced out of its group, without replication (skip-slave-start);
+#   4. the binlogs after that GTID up to `time`: the files of the group's source directories on
+#      the backup host, fetched by the runbook and put on the target, then
+#      `mariadb-binlog --start-position=GTID --stop-datetime=TIME FILES | mariadb` there (the
+#      stream follows the declared primary: after a switchover the new source's files hold the
+#      events from before it too, as far back as its own binlogs go; check the start GTID is in
+#      the first file's Gtid_list, or use the older source's directory);
+#   mode=replica: the newest copy, then CHANGE MASTER TO ... MASTER_USE_GTID=slave_pos from the
+#   group's primary (as seeding does).
+# - e2e in test_backup (CI): rows on db1, a copy pulled, more rows, the moment, more rows, DROP;
+#   db2 restored to the moment holds exactly the rows before it; db2 restored as a replica.
