@@ -8,7 +8,7 @@ engine's (roles/backup.py).
 
 from pyinfra import host
 
-from roles import backup, mariadb, pgbackrest, postgresql, preflight, snapshots, topology, zfs
+from roles import backup, binlogs, mariadb, pgbackrest, postgresql, preflight, snapshots, topology, zfs
 
 preflight.validate_inventory()
 topology.check()
@@ -17,6 +17,7 @@ if host.data.role == backup.ROLE:
     backup.software()
     backup.storage()
     pgbackrest.repository()
+    binlogs.streams()
 else:
     role = {"mariadb": mariadb, "postgresql": postgresql}[host.data.engine]
     # Packages before the pool: every package's postinst reloads systemd, and once a pool of 24

@@ -26,7 +26,7 @@ from pyinfra.api import HiddenValue, deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
-from roles import engine, monitoring, pgbackrest, render, snapshots, zfs
+from roles import binlogs, engine, monitoring, pgbackrest, render, snapshots, zfs
 from roles.hostdata import HostConfig
 from roles.operations import accounts, common, snapshots as snapshot_ops, units, zfs as zfs_ops
 
@@ -217,14 +217,19 @@ def software() -> None:
     cfg = engine.host_config()
     hosts = configs()
     files.directory(name=KEY_DIR, path=KEY_DIR, user="root", group="root", mode="700")
+    if binlogs.enabled(hosts):
+        files.directory(
+            name=f"{binlogs.ETC} (root's)", path=binlogs.ETC, user="root", group="root", mode="700"
+        )
     common.config_files(
-        name="sanoid's config, the pull's unit, timer, sources and script, pgBackRest's units and metrics",
+        name="sanoid's config, the pull's files, pgBackRest's units and metrics, the binlog streams' files",
         files={
             **files_text(cfg, hosts),
             SCRIPT: SCRIPT_SOURCE.read_text(),
             **pgbackrest.unit_files_text(cfg, hosts),
+            **binlogs.files_text(cfg, hosts),
         },
-        modes={SCRIPT: "755", pgbackrest.METRICS_SCRIPT: "755"},
+        modes={SCRIPT: "755", pgbackrest.METRICS_SCRIPT: "755", binlogs.SCRIPT: "755"},
     )
     common.secret_file(
         name=f"{KEY} (the backup key, 0600)",
@@ -238,7 +243,7 @@ def software() -> None:
     zfs.install(cfg)
     engine.packages(
         "sanoid (syncoid), pgBackRest and monitoring from Debian",
-        [*PACKAGES, *pgbackrest.packages(hosts), *monitoring.packages(cfg)],
+        [*PACKAGES, *pgbackrest.packages(hosts), *binlogs.packages(hosts), *monitoring.packages(cfg)],
     )
 
 

@@ -17,7 +17,7 @@ import ipaddress
 from pyinfra.api import deploy
 from pyinfra.operations import files, mysql
 
-from roles import engine, fencing, monitoring, render, secrets, snapshots
+from roles import binlogs, engine, fencing, monitoring, render, secrets, snapshots
 from roles.hostdata import HostConfig
 from roles.operations import mariadb as mariadb_ops, units
 
@@ -139,6 +139,7 @@ def accounts(cfg: HostConfig, group: engine.Group) -> None:
         user=repl_user,
         user_hosts=[m.replication_address for m in members] if repl_password else [],
     )
+    binlogs.accounts(cfg)
     for db in cfg.databases:
         mysql.database(name=f"Database {db['name']}", database=db["name"], charset="utf8mb4")
     for user in cfg.db_users:

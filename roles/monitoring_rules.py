@@ -218,10 +218,24 @@ ALERTS: dict[str, Alert] = {
         "On the backup host, read pgbackrest info as postgres and journalctl -u 'dbzfs-pgbackrest-*'; "
         "back up now: systemctl start dbzfs-pgbackrest-backup@incr.",
     ),
+    "BinlogStreamFailing": Alert(
+        "10m",
+        "warning",
+        "A backup host does not stream a MariaDB group's binlogs, or missed some the primary purged.",
+        "Check journalctl -u dbzfs-binlog@CLUSTER on the backup host; after a gap, point-in-time "
+        "recovery starts from the next copy.",
+    ),
 }
 # Only in the rules of an inventory that has a backup host (PostgresArchiveFailing and
-# PgbackrestBackupFailing: and PostgreSQL hosts, which then archive to it: roles/pgbackrest.py).
-BACKUP_ALERTS = ("BackupCopyTooOld", "BackupPullFailing", "PostgresArchiveFailing", "PgbackrestBackupFailing")
+# PgbackrestBackupFailing: and PostgreSQL hosts, which then archive to it: roles/pgbackrest.py;
+# BinlogStreamFailing: and MariaDB hosts, whose binlogs it streams: roles/binlogs.py).
+BACKUP_ALERTS = (
+    "BackupCopyTooOld",
+    "BackupPullFailing",
+    "PostgresArchiveFailing",
+    "PgbackrestBackupFailing",
+    "BinlogStreamFailing",
+)
 
 JOBS = {"mariadb": "mysqld", "postgresql": "postgres"}
 UP = {"mariadb": "mysql", "postgresql": "pg"}  # <prefix>_up: whether the exporter reaches its server
@@ -585,6 +599,30 @@ def _pgbackrest(r: _Rules, backups: list[HostConfig]) -> None:
         r.add("dbzfs-backup", "PgbackrestBackupFailing", _or(clauses), threshold=f"{hours}h")
 
 
+def _binlogs(r: _Rules, backups: list[HostConfig], clusters: list[str]) -> None:
+    """The backup hosts' binlog streams (roles/host_scripts/binlog_stream.py's metrics), one per
+    MariaDB replication group: stopped, a gap (binlogs purged before they came), or none at all
+    on a backup host whose node_exporter answers."""
+    if not clusters:
+        return
+    names = [h.name for h in backups]
+    streaming = _selector("dbzfs_binlog_streaming", "node", names)
+    gap = _selector("dbzfs_binlog_gap", "node", names)
+    up = _selector("up", "node", names)
+    clauses = [
+        _with_label(f"{streaming} == 0", "problem", "stopped"),
+        _with_label(f"{gap} == 1", "problem", "gap"),
+    ]
+    for cluster in clusters:
+        one = _selector("dbzfs_binlog_streaming", "node", names, cluster=cluster)
+        clauses.append(
+            _with_label(
+                _with_label(f"{up} == 1 unless on(instance) {one}", "cluster", cluster), "problem", "missing"
+            )
+        )
+    r.add("dbzfs-backup", "BinlogStreamFailing", _or(clauses))
+
+
 def rules(hosts: list[HostConfig], monitoring: HostConfig) -> dict:
     """The rule file (groups of alerting rules) for `hosts`, the inventory's database and backup
     hosts (any other is ignored), on the Prometheus host `monitoring` (whose alert_for sets the
@@ -604,6 +642,7 @@ def rules(hosts: list[HostConfig], monitoring: HostConfig) -> dict:
         _archive(r, postgres)
         if postgres:
             _pgbackrest(r, backups)
+        _binlogs(r, backups, sorted({h.cluster for h in databases if h.engine == "mariadb"}))
     return {"groups": [{"name": name, "rules": group} for name, group in r.groups.items()]}
 
 

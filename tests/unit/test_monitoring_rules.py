@@ -254,7 +254,7 @@ def test_backup_hosts_that_differ_get_one_rule_per_value(fleet, tmp_path):
     doc = mr.rules(configs(fleet), monitor())
     found = {
         alert: {r["labels"]["threshold"]: r["expr"] for r in rules_named(doc, alert)}
-        for alert in mr.BACKUP_ALERTS
+        for alert in ("BackupCopyTooOld", "BackupPullFailing", "PgbackrestBackupFailing")
     }
     assert set(found["BackupCopyTooOld"]) == {"2h", "5h"}
     assert set(found["BackupPullFailing"]) == {"45m", "180m"}
