@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from roles import backup, pgbackrest
+from roles import backup, binlogs, pgbackrest
 
 from tests import labkit
 from tests.e2e.pyinfra_results import assert_changed_nothing
@@ -103,7 +103,11 @@ def guids(lab, name, dataset):
 
 def test_testinfra_checks_pass_on_the_backup_host(backed_up):
     result = backed_up.testinfra(
-        "tests/infra/test_backup.py", "tests/infra/test_pgbackrest.py", hosts=[BACKUP], inventory=INVENTORY
+        "tests/infra/test_backup.py",
+        "tests/infra/test_pgbackrest.py",
+        "tests/infra/test_binlogs.py",
+        hosts=[BACKUP],
+        inventory=INVENTORY,
     )
     assert result.ok, result.stdout[-6000:] + result.stderr[-2000:]
     assert re.search(r"\b\d+ passed\b", result.stdout) and " failed" not in result.stdout
@@ -194,6 +198,28 @@ def test_a_pull_sends_only_the_new_snapshots_with_their_positions(backed_up, tim
             written = backed_up.check(BACKUP, f"zfs get -Hp -o value written {copy}@{snapshot}").strip()
             kib = int(written) / 1024
             labkit.log(f"==> incremental pull ({engine}): {kib:.0f} KiB written for {snapshot}")
+
+
+def test_db1s_binlogs_reach_the_backup_host_as_the_server_wrote_them(backed_up, timings):
+    """The binlog stream (roles/binlogs.py): db1 closes the binlog file it wrote the pull test's
+    rows into; backup1 holds that file as db1 has it (but the in-use flag, bytes 21-22, which the
+    server clears when it closes the file it streamed while open) within seconds."""
+    lab = backed_up
+    closed = lab.check("db1", "mariadb -N -e 'SHOW MASTER STATUS' | cut -f1").strip()
+    lab.check("db1", "mariadb -e 'FLUSH BINARY LOGS'")
+    server = lab.check("db1", "dirname $(mariadb -N -e 'SELECT @@log_bin_basename')").strip()
+    directory = f"{binlogs.DIRECTORY}/mariadb/db1"
+    digest = "tail -c +23 {} | sha256sum"
+    want = lab.check("db1", digest.format(f"{server}/{closed}"))
+    t0 = time.monotonic()
+    wait_for(
+        lambda: lab.run(BACKUP, digest.format(f"{directory}/{closed}")).stdout == want,
+        f"{closed} streamed to {BACKUP} as db1 wrote it",
+        timeout=120,
+    )
+    timings["a closed binlog file on the backup host"] = time.monotonic() - t0
+    size = lab.check("db1", f"stat -c %s {server}/{closed}").strip()
+    labkit.log(f"==> binlog stream: {closed} ({size} bytes) on {BACKUP} {time.monotonic() - t0:.0f} s after")
 
 
 def pg(lab, name, sql):
@@ -305,6 +331,10 @@ def test_when_the_backup_host_leaves_its_access_goes(backed_up, timings):
         assert backed_up.run(name, f"test -e {backup.AUTHORIZED_KEYS}").rc != 0, name
         allowed = backed_up.check(name, "zfs allow dbpool/datastore")
         assert backup.USER not in allowed, (name, allowed)
+    accounts = backed_up.check(
+        "db1", f"mariadb -N -e \"SELECT host FROM mysql.user WHERE user = '{binlogs.ACCOUNT}'\""
+    )
+    assert accounts.strip() == "", accounts
     for name in ("pg1", "pg2"):
         assert pg(backed_up, name, "SHOW archive_mode") == "off", name
         for path in (pgbackrest.AUTHORIZED_KEYS, pgbackrest.KEY, pgbackrest.SSHD_DROPIN):
