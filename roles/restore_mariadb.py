@@ -862,7 +862,7 @@ def steps(
         wipe=plan.wipe,
     )
     if plan.mode == "replica":
-        snapshots.retaken(cfg, is_target, not_target)
+        snapshots.retaken(t, is_target, not_target)  # the backup host has no data dataset to name
     hashes["last"] = last._hash
     key = (id(state), f"restore report {t.name}")
     if key not in _reported:

@@ -69,11 +69,13 @@ def reached_command(directory: str, gtid: str, moment: datetime) -> str:
     )
     return (
         f"set -o pipefail; files={binlog_files(directory)}; {decode} $files"
-        " | awk '/^#[0-9][0-9][0-9][0-9][0-9][0-9] / && / GTID [0-9]/ {"
+        # an event header: #YYMMDD HH:MM:SS server id ... <tab>GTID D-S-N trans
+        " | awk '/^#[0-9][0-9][0-9][0-9][0-9][0-9] / && /[ \t]GTID [0-9]/ {"
         ' for (i = 1; i <= NF; i++) if ($i == "GTID") g = $(i + 1); d = $1; t = $2 }'
-        f' END {{ if (g == "") print "{REPORT} reached no transaction after the copy";'
-        f' else printf "{REPORT} reached GTID %s at 20%s-%s-%s %s UTC\\n", g,'
-        " substr(d, 2, 2), substr(d, 4, 2), substr(d, 6, 2), t }'"
+        f' END {{ if (g == "") {{ print "{REPORT} reached no transaction after the copy"; exit }}'
+        ' split(t, hms, ":");'
+        f' printf "{REPORT} reached GTID %s at 20%s-%s-%s %02d:%s:%s UTC\\n", g,'
+        " substr(d, 2, 2), substr(d, 4, 2), substr(d, 6, 2), hms[1], hms[2], hms[3] }'"
     )
 
 
