@@ -861,6 +861,7 @@ def test_the_operation_s_commands_replay_exactly_the_transactions_before_the_mom
     # the copy: the restored server at the copy's position
     restored.replay(sorted(received.glob("mariadb-bin.0*")), f"--stop-position={copy_gtid}")
     assert restored.sql("SELECT count(*) FROM app.events") == "100"
+    restored.sql("SET GLOBAL read_only = ON, GLOBAL gtid_strict_mode = ON")  # as the restored host runs
 
     env = client_on_path(tmp_path, restored)  # the host's own zone is not UTC: TZ=UTC must win
     replay = ops.replay_command(str(received), copy_gtid, moment)
