@@ -416,6 +416,23 @@ def target_problems(
                 f"--data wipe={t} to replace it (its datasets are destroyed once the restore is done)",
             )
         )
+    member = next(m for m in plan.members if m.name == plan.copy.member)
+    for role in ("data", "log"):
+        theirs, mine = (
+            member.mountpoint(member.dataset_roles[role]),
+            plan.target.mountpoint(plan.target.dataset_roles[role]),
+        )
+        if theirs != mine:
+            problems.append(
+                Problem(
+                    t,
+                    "mountpoint",
+                    mine,
+                    f"the {role} dataset of the copy's host, {member.name}, is mounted at {theirs}: the "
+                    "received files name their paths (the binlog index)",
+                    "declare the same mountpoints on both, or restore a copy of another member (backup=)",
+                )
+            )
     parent = plan.target.dataset_name(plan.target.parent_dataset)
     if parent not in zfs:
         problems.append(Problem(t, "zfs_datasets", parent, "does not exist", converge))

@@ -405,6 +405,19 @@ def test_a_re_run_resumes_and_another_restore_of_the_copy_in_place_is_refused(co
     assert p.fix == f"zfs destroy {DATA}@{SNAP_1} {LOG}@{SNAP_1} (on db2), then re-run with --data wipe=db2"
 
 
+def test_the_copy_s_host_must_mount_its_datasets_where_the_target_does(configs, fleet):
+    fleet["db2"]["zfs_dataset_properties"] = {"datastore/mysql-log": {"mountpoint": "/srv/mysql-log"}}
+    configs["db2"] = HostConfig.from_data("db2", fleet["db2"])
+    found = found_for(
+        snapshots=[snapshot("db1", r, SNAP_3, "2026-12-05 08:00:04", "0-1-30") for r in ("data", "log")]
+    )
+    p = only(live(configs, found, mode="standalone")[1])
+    assert (
+        parts(p) == ("db2", "mountpoint", "/srv/mysql-log")
+        and "db1, is mounted at /datastore/mysql-log" in p.message
+    )
+
+
 def test_a_replica_s_primary_must_answer_as_one(configs):
     p = only(live(configs, found_for(primary=None), mode="replica")[1])
     assert parts(p) == ("db1", "host", "db1")
