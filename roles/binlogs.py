@@ -12,7 +12,7 @@ restarted by systemd when it ends). Pulled, like the snapshots: the primary lets
 dbzfs_binlog in from the backup hosts' addresses with REPLICATION SLAVE and BINLOG MONITOR only
 (the replication password); a database host holds nothing that reaches the backup host.
 A restore replays them over a copy: `mariadb-binlog --start-position=<the copy's dbzfs:gtid>
---stop-datetime=<time> FILES | mariadb` (runbooks/restore.py, next).
+--stop-datetime=<time> FILES | mariadb` (runbooks/restore.py, roles/restore_mariadb.py).
 """
 
 from __future__ import annotations
@@ -182,19 +182,9 @@ def streams() -> None:
 #   and the files replay from a GTID to a --stop-datetime with exactly the rows before it.
 # - monitoring: BinlogStreamFailing (dbzfs_binlog_streaming 0, dbzfs_binlog_gap 1, or no series
 #   for a group on a backup host whose node_exporter answers).
-# - restore (runbooks/restore.py, roles/restore.py for MariaDB), standalone to `time`:
-#   1. the newest copy of the group (<pool>/backup/<cluster>/<host>/{data,log}) taken before
-#      `time`, and its dbzfs:gtid;
-#   2. sent raw (-w) from the backup host to the target with seeding's one-time key and receive
-#      wrapper (roles/seeding.py), the target's server stopped and its datasets replaced (wipe=);
-#   3. the server started fenced out of its group, without replication (skip-slave-start);
-#   4. the binlogs after that GTID up to `time`: the files of the group's source directories on
-#      the backup host, fetched by the runbook and put on the target, then
-#      `mariadb-binlog --start-position=GTID --stop-datetime=TIME FILES | mariadb` there (the
-#      stream follows the declared primary: after a switchover the new source's files hold the
-#      events from before it too, as far back as its own binlogs go; check the start GTID is in
-#      the first file's Gtid_list, or use the older source's directory);
-#   mode=replica: the newest copy, then CHANGE MASTER TO ... MASTER_USE_GTID=slave_pos from the
-#   group's primary (as seeding does).
+# - restore: done (roles/restore_mariadb.py, branch wip/mariadb-restore). The binlogs travel as a
+#   snapshot of this dataset, sent whole to the target with the copy (received unmounted, then
+#   mounted read-only); only the declared primary's directory is replayed. Not done yet: the check
+#   that the copy's GTID is in the first file's Gtid_list (or the older source's directory).
 # - e2e in test_backup (CI): rows on db1, a copy pulled, more rows, the moment, more rows, DROP;
 #   db2 restored to the moment holds exactly the rows before it; db2 restored as a replica.

@@ -1,5 +1,7 @@
 """Restoring a PostgreSQL host from the pgBackRest repository on the backup host
-(runbooks/restore.py; the archive and the backups: roles/pgbackrest.py).
+(runbooks/restore.py; the archive and the backups: roles/pgbackrest.py). A MariaDB host is
+restored from the backup host's ZFS copies and binlogs: roles/restore_mariadb.py, which shares
+the parameters, the modes and the moment's reading with this module.
 
 Two ends, named by `mode`:
 - "replica": the newest backup restored as a standby (Heap's node replacement): it replays the
@@ -121,7 +123,7 @@ def plan_problems(
         return None, problems
     target = configs[name]
     if target.engine != "postgresql":
-        fix = "name a PostgreSQL host (MariaDB: seed from a member, runbooks/seed.py)"
+        fix = "name a PostgreSQL or MariaDB host"
         bad("target", name, f"not a PostgreSQL host ({target.engine or target.role})", fix)
         return None, problems
     mode = params.get("mode")
@@ -355,9 +357,16 @@ _reported: set[tuple[int, str]] = set()
 
 
 def run() -> None:
-    """The restore's steps on the target; nothing on the other hosts."""
+    """The restore's steps on the target; nothing on the other hosts (MariaDB: on the target and
+    the backup host, roles/restore_mariadb.py)."""
     configs = {h.name: HostConfig.from_data(h.name, h.data) for h in inventory}
     params = {k: host.data.get(k) for k in PARAMETERS}
+    target = configs.get(params["target"] or "")
+    if target is not None and target.engine == "mariadb":
+        from roles import restore_mariadb  # it builds on this module
+
+        restore_mariadb.run(configs, params)
+        return
     plan = checked(configs, params)
     if host.name != plan.target.name:
         return

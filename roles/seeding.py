@@ -824,7 +824,7 @@ def steps(
     if r.engine == "postgresql":
         start = start_postgresql(cfg, plan, seeded)
     else:
-        start = start_mariadb(cfg, plan, seeded)
+        start = start_mariadb(cfg, r, p, seeded)
     # 9. Cleanup (a host that failed a step gets its key removed by the report's error handler).
     engine.step(
         is_replica, not_replica, ops.authorized_key_removed, name="One-time key removed", marker=plan.marker
@@ -913,9 +913,12 @@ def start_postgresql(cfg: HostConfig, plan: Plan, seeded: str) -> object:
     return start
 
 
-def start_mariadb(cfg: HostConfig, plan: Plan, seeded: str) -> object:
-    """Step 7 and 8 for MariaDB; returns the start step (its output holds the position)."""
-    r, p = plan.replica, plan.primary
+def start_mariadb(
+    cfg: HostConfig, r: HostConfig, p: HostConfig, seeded: str, what: str = "the seed"
+) -> object:
+    """Step 7 and 8 for MariaDB (and a restore's replica, roles/restore_mariadb.py): `r` starts
+    as a replica of `p` from the position on `seeded`; returns the start step (its output holds
+    the position)."""
     is_replica, not_replica = cfg.name == r.name, f"not the replica ({r.name})"
     paths = render.mariadb_paths(r)
     to_primary = {
@@ -930,7 +933,7 @@ def start_mariadb(cfg: HostConfig, plan: Plan, seeded: str) -> object:
         is_replica,
         not_replica,
         ops.mariadb_replica,
-        name=f"{r.name} starts as a replica of {p.name} from the seed's GTID position",
+        name=f"{r.name} starts as a replica of {p.name} from {what}'s GTID position",
         datadir=paths["datadir"],
         relay_log=paths["relay_log"],
         seeded=seeded,

@@ -7,6 +7,7 @@ first run on a bare host can plan its changes; callers decide whether that is an
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from pyinfra.api import FactBase, QuoteString, StringCommand
@@ -14,6 +15,8 @@ from typing_extensions import override
 
 UNREACHABLE = "__DBZFS_MARIADB_UNREACHABLE__"
 START = "__DBZFS_MARIADB__"
+# A binlog file, as the server names them (not its .index): BASE.NNNNNN.
+BINLOG_NAME = re.compile(r"^[A-Za-z0-9_.-]+\.(\d{6,})$")
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
 
@@ -221,3 +224,39 @@ class MariadbLiveRole(MariadbReplicaStatus):
     @override
     def command(self) -> StringCommand:
         return query("SELECT @@global.read_only AS read_only; SHOW SLAVE STATUS", "-E")
+
+
+class BinlogFiles(FactBase):
+    """
+    The binlog files in a directory (the backup host's stream of a group: roles/binlogs.py),
+    oldest first by their number, with their size and last write; [] when there is none. No
+    server needed.
+
+    .. code:: python
+
+        [{"name": "mysql-bin.000007", "size": 1048576, "mtime": 1796450403.25}]
+    """
+
+    default = list
+
+    @override
+    def command(self, directory: str) -> StringCommand:
+        return StringCommand(
+            "find",
+            QuoteString(directory),
+            "-maxdepth 1 -type f -printf '%f\\t%s\\t%T@\\n' 2>/dev/null || true",
+        )
+
+    @override
+    def process(self, output: list[str]) -> list[dict[str, object]]:
+        found = []
+        for line in output:
+            fields = line.split("\t")
+            if len(fields) != 3 or not (match := BINLOG_NAME.match(fields[0])):
+                continue
+            try:
+                size, mtime = int(fields[1]), float(fields[2])
+            except ValueError:
+                continue
+            found.append((int(match.group(1)), {"name": fields[0], "size": size, "mtime": mtime}))
+        return [entry for _, entry in sorted(found, key=lambda item: item[0])]

@@ -467,3 +467,48 @@ def parse_allowed(output: list[str]) -> dict[str, list[str]] | None:
             if len(words) == 3 and words[0] == "user":
                 found.setdefault(words[1], set()).update(p for p in words[2].split(",") if p)
     return {user: sorted(perms) for user, perms in found.items()}
+
+
+class ZfsSnapshotPositions(FactBase):
+    """
+    Returns the snapshots under the named datasets (recursive), oldest first, with their
+    creation time and their ``dbzfs:gtid`` user property (None when not set): the backup host's
+    copies a MariaDB restore starts from. Datasets that do not exist are left out.
+
+    .. code:: python
+
+        [
+            {
+                "name": "backuppool/backup/mariadb/db2/data@autosnap_2026-12-05_06:00:03_hourly",
+                "creation": 1796450403,
+                "gtid": "0-1-42",
+            },
+        ]
+    """
+
+    default = list
+
+    @override
+    def requires_command(self, datasets: Sequence[str]) -> str:
+        return "zfs"
+
+    @override
+    def command(self, datasets: Sequence[str]) -> StringCommand:
+        return StringCommand(
+            "zfs list -Hp -t snapshot -o name,creation,dbzfs:gtid -s creation -r",
+            *[QuoteString(d) for d in datasets],
+            "2>/dev/null || true",
+        )
+
+    @override
+    def process(self, output: list[str]) -> list[dict[str, object]]:
+        found = []
+        for line in output:
+            fields = line.split("\t")
+            if len(fields) != 3 or "@" not in fields[0] or not fields[1].strip().isdigit():
+                continue
+            gtid = fields[2].strip()
+            found.append(
+                {"name": fields[0], "creation": int(fields[1]), "gtid": None if gtid in ("", "-") else gtid}
+            )
+        return found
