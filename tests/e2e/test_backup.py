@@ -249,11 +249,14 @@ def test_the_restore_refuses_the_groups_live_primary(backed_up):
     assert pg(backed_up, "pg1", "SELECT pg_is_in_recovery()") == "f"
 
 
-def test_a_table_dropped_by_mistake_is_restored_on_another_host_as_it_was_just_before(backed_up, timings):
+def maria(lab, name, sql):
+    return lab.check(name, f"mariadb -N -B -e {shlex.quote(sql)}").strip()
+
+
+def pitr_postgresql(lab, timings):
     """Rows in three transactions, an incremental backup between the first and the second, the
     moment noted, more rows, the table dropped; pg2 restored to that moment (stand-alone) holds
     exactly the rows committed before it, each with its payload."""
-    lab = backed_up
     pg(lab, "pg1", "DROP TABLE IF EXISTS pitr_probe")
     pg(lab, "pg1", "CREATE TABLE pitr_probe (id int PRIMARY KEY, payload text NOT NULL)")
     rows = "INSERT INTO pitr_probe SELECT g, md5(g::text) FROM generate_series({}, {}) g"
@@ -275,12 +278,47 @@ def test_a_table_dropped_by_mistake_is_restored_on_another_host_as_it_was_just_b
     )
     assert got == "150|1|150|t", got
     reached = pg(lab, "pg2", "SELECT pg_last_xact_replay_timestamp()")
-    labkit.log(f"==> point-in-time recovery: target {moment}, last transaction replayed {reached}")
+    labkit.log(f"==> point-in-time recovery (pg2): target {moment}, last transaction replayed {reached}")
     assert pg(lab, "pg2", "SHOW archive_mode") == "off"
 
 
-def test_the_newest_backup_restored_as_a_replica_catches_up(backed_up, timings):
-    lab = backed_up
+def pitr_mariadb(lab, timings):
+    """The same for MariaDB (roles/restore_mariadb.py): db2 restored from the newest copy on
+    backup1 taken before the moment, then db1's binlogs streamed to backup1 replayed up to it.
+    --stop-datetime has whole seconds: the moment is taken with a second clear on each side."""
+    maria(lab, "db1", "CREATE DATABASE IF NOT EXISTS pitr; DROP TABLE IF EXISTS pitr.probe")
+    maria(lab, "db1", "CREATE TABLE pitr.probe (id INT PRIMARY KEY, payload CHAR(32) NOT NULL)")
+    rows = "INSERT INTO pitr.probe SELECT seq, md5(seq) FROM pitr.seq_{}_to_{}"
+    maria(lab, "db1", rows.format(1, 100))
+    maria(lab, "db1", rows.format(101, 150))
+    time.sleep(1.5)
+    moment = maria(lab, "db1", "SELECT DATE_FORMAT(UTC_TIMESTAMP(), '%Y-%m-%d %H:%i:%s+00')")
+    time.sleep(1.5)
+    maria(lab, "db1", rows.format(151, 200))
+    maria(lab, "db1", "DROP TABLE pitr.probe")
+    t0 = time.monotonic()
+    result = restore(lab, "target=db2", "mode=standalone", f"time={moment}", "wipe=db2")
+    result.check()
+    timings["restore db2 to a moment (stand-alone)"] = time.monotonic() - t0
+    got = maria(lab, "db2", "SELECT count(*), min(id), max(id), sum(payload = md5(id)) FROM pitr.probe")
+    assert got.split() == ["150", "1", "150", "150"], got
+    assert maria(lab, "db2", "SHOW SLAVE STATUS") == "" and maria(lab, "db2", "SELECT @@read_only") == "1"
+    reached = [line.strip() for line in result.stdout.splitlines() if "binlogs replayed" in line]
+    labkit.log(f"==> point-in-time recovery (db2): target {moment}, {reached}")
+
+
+def test_a_table_dropped_by_mistake_is_restored_on_another_host_as_it_was_just_before(backed_up, timings):
+    """Both engines at once: pg2 from pgBackRest's backup and archive, db2 from a ZFS copy and
+    the streamed binlogs. backup1's sanoid is stopped meanwhile: it prunes the pull test's copy (a
+    kind kept nowhere), which may be the one db2's restore sends."""
+    with timers_stopped(backed_up, [(BACKUP, "sanoid.timer", "sanoid.service")]):
+        labkit.in_parallel(
+            postgresql=lambda: pitr_postgresql(backed_up, timings),
+            mariadb=lambda: pitr_mariadb(backed_up, timings),
+        )
+
+
+def replica_postgresql(lab, timings):
     t0 = time.monotonic()
     restore(lab, "target=pg2", "mode=replica", "wipe=pg2").check()
     timings["restore pg2 as a replica"] = time.monotonic() - t0
@@ -294,6 +332,35 @@ def test_the_newest_backup_restored_as_a_replica_catches_up(backed_up, timings):
     streaming = pg(lab, "pg1", "SELECT state FROM pg_stat_replication WHERE application_name = 'pg2'")
     assert streaming == "streaming"
     assert pg(lab, "pg2", "SELECT count(*) FROM pg_class WHERE relname = 'pitr_probe'") == "0"
+
+
+def replica_mariadb(lab, timings):
+    t0 = time.monotonic()
+    restore(lab, "target=db2", "mode=replica", "wipe=db2").check()
+    timings["restore db2 as a replica"] = time.monotonic() - t0
+    maria(lab, "db1", "CREATE TABLE IF NOT EXISTS pitr.restore_probe (id INT PRIMARY KEY)")
+    maria(lab, "db1", "INSERT INTO pitr.restore_probe SELECT seq FROM pitr.seq_1_to_100")
+    want = maria(lab, "db1", "SELECT count(*), sum(id) FROM pitr.restore_probe")
+    deadline = time.monotonic() + 120
+    while (
+        lab.run("db2", "mariadb -N -B -e 'SELECT count(*), sum(id) FROM pitr.restore_probe'").stdout.strip()
+        != want
+    ):
+        assert time.monotonic() < deadline, "db2 did not catch up within 120 s"
+        time.sleep(2)
+    status = lab.check("db2", "mariadb -e 'SHOW SLAVE STATUS\\G'")
+    assert "Slave_IO_Running: Yes" in status and "Slave_SQL_Running: Yes" in status, status
+    assert (
+        maria(lab, "db2", "SELECT count(*) FROM information_schema.tables WHERE table_name = 'probe'") == "0"
+    )
+
+
+def test_the_newest_backup_restored_as_a_replica_catches_up(backed_up, timings):
+    with timers_stopped(backed_up, [(BACKUP, "sanoid.timer", "sanoid.service")]):
+        labkit.in_parallel(
+            postgresql=lambda: replica_postgresql(backed_up, timings),
+            mariadb=lambda: replica_mariadb(backed_up, timings),
+        )
 
 
 def test_prometheus_watches_the_archive(backed_up):
