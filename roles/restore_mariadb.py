@@ -739,9 +739,18 @@ def steps(
             target=t.name,
             received=received,
         )
-    # 4. Full sends.
+    # 4. Full sends, the copy held meanwhile.
     to = {"replica": t.name, "address": t.replication_address, "bind_address": b.replication_address}
     c = plan.copy
+    copy_snapshots = [f"{c.data}@{c.snapshot}", f"{c.log}@{c.snapshot}"]
+    engine.step(
+        is_backup,
+        not_backup,
+        ops.held,
+        name=f"{c.member}'s copy @{c.snapshot} held ({plan.binlogs_snapshot}) while it is sent",
+        snapshots=copy_snapshots,
+        tag=plan.binlogs_snapshot,
+    )
     sent = engine.step(
         is_backup,
         not_backup,
@@ -852,6 +861,14 @@ def steps(
     )
     engine.step(
         is_backup, not_backup, seed_ops.source_key_removed, name="One-time key and pinned host key removed"
+    )
+    engine.step(
+        is_backup,
+        not_backup,
+        ops.released,
+        name=f"{c.member}'s copy @{c.snapshot} released",
+        snapshots=copy_snapshots,
+        tag=plan.binlogs_snapshot,
     )
     if plan.time is not None:
         engine.step(

@@ -207,3 +207,24 @@ def replayed(directory: str, seeded: str, moment: datetime) -> Generator[StringC
         QuoteString(seeded),
         _shell_executable="bash",
     )
+
+
+def _holds(snapshot: str, tag: str) -> str:
+    return f"zfs holds -H {q(snapshot)} | cut -f2 | grep -qxF {q(tag)}"
+
+
+@operation(is_idempotent=False)
+def held(snapshots: list[str], tag: str) -> Generator[StringCommand, None, None]:
+    """
+    A `zfs hold` named `tag` on each of the copy's snapshots while they are sent: the backup
+    host's sanoid cannot prune a copy half-way through a restore (its destroy fails, it goes on).
+    """
+    for snapshot in snapshots:
+        yield StringCommand(f"{_holds(snapshot, tag)} || zfs hold {q(tag)} {q(snapshot)}")
+
+
+@operation(is_idempotent=False)
+def released(snapshots: list[str], tag: str) -> Generator[StringCommand, None, None]:
+    """The holds of `held` released (the retention prunes the copies again); none left is fine."""
+    for snapshot in snapshots:
+        yield StringCommand(f"! {_holds(snapshot, tag)} 2>/dev/null || zfs release {q(tag)} {q(snapshot)}")

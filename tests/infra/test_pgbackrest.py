@@ -110,3 +110,18 @@ def test_pgbackrests_user_can_change_nothing_that_lets_it_in(host):
     assert effective.split()[1:] == [pgbackrest.AUTHORIZED_KEYS], effective
     key = host.file(pgbackrest.KEY)
     assert (key.user, key.mode) == (pgbackrest.USER, 0o600)
+
+
+def test_the_metrics_say_every_stanza_is_ok(host, stanzas):
+    """What PgbackrestBackupFailing reads: written after every backup and by its own timer."""
+    assert host.service(pgbackrest.METRICS_TIMER).is_enabled
+    samples = {}
+    for line in host.file(pgbackrest.METRICS).content_string.splitlines():
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            samples[series] = float(value)
+    assert samples["dbzfs_pgbackrest_info_success"] == 1, samples
+    for stanza in stanzas:
+        assert samples[f'dbzfs_pgbackrest_stanza_ok{{stanza="{stanza}"}}'] == 1, samples
+        newest = samples[f'dbzfs_pgbackrest_newest_backup_timestamp_seconds{{stanza="{stanza}"}}']
+        assert time.time() - newest < NEWEST_BACKUP_DAYS * 86400, (stanza, newest)

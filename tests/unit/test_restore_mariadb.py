@@ -763,19 +763,28 @@ TARGET_BEFORE += ["mounted", "directory", "directory"]
             TARGET_BEFORE
             + ["standalone", "binlogs_mounted", "replayed", "authorized_key_removed", "dataset_destroyed"]
             + ["replaced_destroyed"],
-            ["source_key", "binlogs_snapshot", "send", "send", "source_key_removed", "snapshots_destroyed"],
+            [
+                "source_key",
+                "binlogs_snapshot",
+                "held",
+                "send",
+                "send",
+                "source_key_removed",
+                "released",
+                "snapshots_destroyed",
+            ],
         ),
         (
             {"mode": "standalone"},
             TARGET_BEFORE + ["standalone", "authorized_key_removed", "replaced_destroyed"],
-            ["source_key", "send", "source_key_removed"],
+            ["source_key", "held", "send", "source_key_removed", "released"],
         ),
         (
             {"mode": "replica", "wipe": "db2"},
             TARGET_BEFORE
             + ["mariadb_replica", "read_only", "replica", "authorized_key_removed", "replaced_destroyed"]
             + ["first_taken"],
-            ["source_key", "send", "source_key_removed"],
+            ["source_key", "held", "send", "source_key_removed", "released"],
         ),
     ],
 )
@@ -899,3 +908,16 @@ def test_the_operation_s_commands_replay_exactly_the_transactions_before_the_mom
     resumed = ops.replay_command(str(received), copy_gtid, moment, resume=True)
     subprocess.run(["bash", "-c", resumed], env=env, check=True, capture_output=True, timeout=120)
     assert restored.sql("SELECT count(*) FROM app.events") == "200"
+
+
+def test_the_copy_is_held_while_it_is_sent_and_released_after():
+    snaps = ["bp/backup/mariadb/db2/data@autosnap_x", "bp/backup/mariadb/db2/log@autosnap_x"]
+    held = [str(c) for c in ops.held._inner(snapshots=snaps, tag="dbzfs-restore-db2")]
+    assert held == [
+        f"zfs holds -H {s} | cut -f2 | grep -qxF dbzfs-restore-db2 || zfs hold dbzfs-restore-db2 {s}"
+        for s in snaps
+    ]
+    released = [str(c) for c in ops.released._inner(snapshots=snaps, tag="dbzfs-restore-db2")]
+    assert all(
+        c.endswith(f"|| zfs release dbzfs-restore-db2 {s}") for c, s in zip(released, snaps, strict=True)
+    )
