@@ -391,21 +391,13 @@ def target_problems(
         )
     if plan.copy is None:
         return problems
-    in_place = zfs.get(plan.seeded)
-    marked = (in_place or {}).get(ops.RESTORE_PROPERTY, {}).get("value")
-    if in_place is not None and marked not in (None, plan.identity):
-        snaps = " ".join(f"{d.live}@{plan.copy.snapshot}" for d in plan.datasets)
-        problems.append(
-            Problem(
-                t,
-                "copy",
-                plan.copy.snapshot,
-                f"is in place from another restore ({marked})",
-                f"zfs destroy {snaps} (on {t}), then re-run with --data wipe={t}",
-            )
-        )
+    # The copy's snapshot on the target's live dataset is this restore's, in place, only with its
+    # mark: unmarked, it is the target's own from before; marked otherwise, an earlier restore's.
+    # Either is a database to replace.
+    marked = zfs.get(plan.seeded, {}).get(ops.RESTORE_PROPERTY, {}).get("value")
+    in_place = marked == plan.identity
     held = seeding.database_held("mariadb", server)
-    if held and not plan.wipe and in_place is None:
+    if held and not plan.wipe and not in_place:
         running = "running" if server["active"] in seed_ops.RUNNING else "stopped"
         problems.append(
             Problem(
@@ -436,7 +428,7 @@ def target_problems(
     parent = plan.target.dataset_name(plan.target.parent_dataset)
     if parent not in zfs:
         problems.append(Problem(t, "zfs_datasets", parent, "does not exist", converge))
-    elif in_place is None:
+    elif not in_place:
         sources = [d.source for d in plan.datasets] + ([plan.binlogs_dataset] if plan.replays else [])
         referenced = sum(int(backup_zfs.get(s, {}).get("referenced", {}).get("value", 0)) for s in sources)
         held_seeds = sum(int(zfs[d.seed]["used"]["value"]) for d in plan.datasets if d.seed in zfs)
@@ -465,7 +457,7 @@ def target_problems(
                     f"zfs destroy -r {d.seed} (on {t})",
                 )
             )
-        if d.aside in zfs and in_place is None:
+        if d.aside in zfs and not in_place:
             problems.append(
                 Problem(
                     t,
@@ -521,8 +513,10 @@ def live_problems(plan: Plan, found: dict) -> tuple[Plan, list[Problem]]:
         problems.append(Problem(plan.backup.name, "copies", plan.copies_root, "holds no copy to restore", ""))
     plan = dataclasses.replace(plan, copy=copy)
     if copy is not None:
-        replayed = t["zfs"].get(plan.seeded, {}).get(ops.REPLAYED_PROPERTY, {}).get("value")
-        plan = dataclasses.replace(plan, replayed=replayed not in (None, ops.STARTED))
+        props = t["zfs"].get(plan.seeded, {})
+        ours = props.get(ops.RESTORE_PROPERTY, {}).get("value") == plan.identity
+        replayed = props.get(ops.REPLAYED_PROPERTY, {}).get("value")
+        plan = dataclasses.replace(plan, replayed=ours and replayed not in (None, ops.STARTED))
     problems += target_problems(plan, t["state"], t["zfs"], t["live"], b["zfs"])
     if plan.mode == "replica" and plan.primary.name != plan.target.name:
         problems += primary_problems(plan, found["primary"]["live"])
@@ -742,6 +736,9 @@ def steps(
     # 4. Full sends, the copy held meanwhile.
     to = {"replica": t.name, "address": t.replication_address, "bind_address": b.replication_address}
     c = plan.copy
+    # The copy may be of the target itself, whose live datasets still hold its snapshot: that is
+    # the copy in place only once this restore marked it.
+    mark = {"snapshot": plan.seeded, "property": ops.RESTORE_PROPERTY, "value": plan.identity}
     copy_snapshots = [f"{c.data}@{c.snapshot}", f"{c.log}@{c.snapshot}"]
     engine.step(
         is_backup,
@@ -758,6 +755,7 @@ def steps(
         name=f"Full send of {c.member}'s copy @{c.snapshot} to {t.name}",
         datasets=[{"source": d.source, "seed": d.seed, "live": d.live} for d in plan.datasets],
         snapshot=c.snapshot,
+        mark=mark,
         **to,
     )
     hashes = {"copy": sent._hash}
@@ -781,6 +779,7 @@ def steps(
         datasets=[{"live": d.live, "seed": d.seed, "aside": d.aside} for d in plan.datasets],
         snapshot=c.snapshot,
         position_from={"host": b.name, "snapshot": f"{c.data}@{c.snapshot}", "onto": plan.datasets[0].live},
+        mark=mark,
     )
     engine.step(
         is_target,

@@ -308,6 +308,15 @@ def send_script(
     )
 
 
+def _live_counts(found: dict, mark: dict[str, str] | None) -> bool:
+    """Whether a live dataset holding the snapshot sent means it is in place: always for a seed
+    (its snapshot names are its own); for a restore only when `mark` says so ({"snapshot",
+    "property", "value"}: the copy's name is a sanoid snapshot the target may hold from before)."""
+    if mark is None:
+        return True
+    return found.get(mark["snapshot"], {}).get(mark["property"], {}).get("value") == mark["value"]
+
+
 @operation()
 def send(
     datasets: Sequence[dict[str, str]],
@@ -316,6 +325,7 @@ def send(
     address: str,
     bind_address: str,
     base: str | None = None,
+    mark: dict[str, str] | None = None,
 ) -> Generator[StringCommand, None, None]:
     """
     Send each source dataset's snapshot into its seed dataset on the replica (full, or
@@ -326,10 +336,18 @@ def send(
     + snapshot, base: snapshot names (after the @)
     + replica: its inventory name (its datasets are read from there); address: its replication
       address; bind_address: this host's
+    + mark: a live dataset's snapshot counts as sent only with this mark (see _live_counts)
     """
     on_replica = [f"{d[key]}@{snapshot}" for d in datasets for key in ("seed", "live")]
+    on_replica += [mark["snapshot"]] if mark else []
     _replica_failed(replica)
     held = inventory.get_host(replica).get_fact(ZfsDatasetProperties, datasets=on_replica)
+    if not _live_counts(held, mark):
+        held = {
+            name: props
+            for name, props in held.items()
+            if name in [f"{d['seed']}@{snapshot}" for d in datasets]
+        }
     sources = host.get_fact(
         ZfsDatasetProperties,
         datasets=[name for d in datasets for name in (d["source"], f"{d['source']}@{snapshot}")],
@@ -379,6 +397,7 @@ def put_in_place(
     datasets: Sequence[dict[str, str]],
     snapshot: str,
     position_from: dict[str, str] | None = None,
+    mark: dict[str, str] | None = None,
 ) -> Generator[StringCommand, None, None]:
     """
     The received seed datasets take the live ones' names: each live dataset is unmounted
@@ -391,15 +410,17 @@ def put_in_place(
     + position_from: {"host": source, "snapshot": its data dataset's snapshot, "onto": the live
       data dataset}: its GTID_PROPERTY is copied onto the received snapshot, so that the replica
       keeps its position whatever happens to the source's snapshots
+    + mark: a live dataset holding @`snapshot` is in place only with this mark (see _live_counts)
     """
     names = [d[key] for d in datasets for key in ("live", "aside")]
     names += [f"{d['live']}@{snapshot}" for d in datasets]
     found = host.get_fact(ZfsDatasetProperties, datasets=names)
     found.update(host.get_fact(ZfsDatasetProperties, datasets=[d["seed"] for d in datasets], recursive=True))
+    in_place = _live_counts(found, mark)
     done = []
     for d in datasets:
         live, seed, aside = d["live"], d["seed"], d["aside"]
-        if f"{live}@{snapshot}" in found:
+        if in_place and f"{live}@{snapshot}" in found:
             done.append(live)
             continue
         problems = _received_problems(seed, snapshot, found)
@@ -415,8 +436,14 @@ def put_in_place(
             yield StringCommand("zfs set mountpoint=none", QuoteString(live))
             yield StringCommand("zfs rename", QuoteString(live), QuoteString(aside))
         yield StringCommand("zfs rename", QuoteString(seed), QuoteString(live))
+    if mark and not in_place:
+        # with the renames: a run cut after them finds the copy in place
+        yield StringCommand(
+            "zfs set", QuoteString(f"{mark['property']}={mark['value']}"), QuoteString(mark["snapshot"])
+        )
     if position_from:
-        yield from _copy_position(position_from, snapshot, found)
+        # what was found at a live@snapshot not in place is the old dataset's
+        yield from _copy_position(position_from, snapshot, found if in_place else {})
     if len(done) == len(datasets) and not position_from:
         host.noop(f"{', '.join(done)} hold @{snapshot}: the seed is in place")
 

@@ -386,7 +386,7 @@ def test_names_in_the_way(configs):
     assert problems[0].fix == f"zfs destroy -r {DATA}-seed (on db2)"
 
 
-def test_a_re_run_resumes_and_another_restore_of_the_copy_in_place_is_refused(configs):
+def test_a_re_run_resumes_and_another_restores_copy_in_place_is_replaced_with_wipe(configs):
     marked = {
         "dbzfs:restore": "standalone to 2026-12-05 06:10:00 UTC",
         "dbzfs:replayed": "reached GTID 0-1-12",
@@ -401,8 +401,25 @@ def test_a_re_run_resumes_and_another_restore_of_the_copy_in_place_is_refused(co
             configs, found_for(zfs_=table, state=HOLDS_DB), mode="standalone", time="2026-12-05 06:20:00+00"
         )[1]
     )
-    assert parts(p) == ("db2", "copy", SNAP_1) and "from another restore" in p.message
-    assert p.fix == f"zfs destroy {DATA}@{SNAP_1} {LOG}@{SNAP_1} (on db2), then re-run with --data wipe=db2"
+    assert parts(p) == ("db2", "wipe", None) and p.fix.startswith("--data wipe=db2")
+    plan, problems = live(
+        configs,
+        found_for(zfs_=table, state=HOLDS_DB),
+        mode="standalone",
+        time="2026-12-05 06:20:00+00",
+        wipe="db2",
+    )
+    assert problems == [] and not plan.replayed and plan.replays  # replaced: another restore's
+
+
+def test_the_targets_own_snapshot_of_the_copy_is_no_restore_in_place(configs):
+    """A copy of the target itself: its live dataset still holds the copy's snapshot, unmarked,
+    under a database that has moved on since; it is replaced (with wipe), never taken as restored."""
+    table = target_zfs(**{f"{DATA}@{SNAP_1}": props(**{"dbzfs:gtid": "0-1-12"})})
+    p = only(live(configs, found_for(zfs_=table, state=HOLDS_DB), mode="replica")[1])
+    assert parts(p) == ("db2", "wipe", None)
+    plan, problems = live(configs, found_for(zfs_=table, state=HOLDS_DB), mode="replica", wipe="db2")
+    assert problems == [] and not plan.replayed
 
 
 def test_the_copy_s_host_must_mount_its_datasets_where_the_target_does(configs, fleet):
