@@ -1309,3 +1309,41 @@ def test_the_report_is_printed_once_the_replica_did_the_last_step(configs, caplo
     assert "==> seeding done: pg2 replicates from pg1" in caplog.text
     assert "full send: 4096 bytes (0.0 MiB) in 0.2 s, 1 dataset(s)" in caplog.text
     assert "started from redo LSN 0/5000028" in caplog.text
+
+
+MARK = {"snapshot": f"dbpool/datastore/postgresql@{CATCHUP}", "property": "dbzfs:restore", "value": "replica"}
+
+
+def test_with_a_mark_a_live_snapshot_of_the_same_name_is_in_place_only_when_marked(executing, others):
+    """A restore's copy is a sanoid snapshot the target may hold itself, from before: a live
+    dataset holding it is the copy in place only with the restore's mark."""
+    own = {f"{p['live']}@{CATCHUP}": props() for p in PLACES}
+    commands, _, _ = run(
+        ops.put_in_place,
+        {ZfsDatasetProperties: zfs(received() | own)},
+        datasets=PLACES,
+        snapshot=CATCHUP,
+        mark=MARK,
+    )
+    assert commands[:3] == [
+        "zfs set mountpoint=none dbpool/datastore/postgresql",
+        "zfs rename dbpool/datastore/postgresql dbpool/datastore/postgresql-replaced",
+        "zfs rename dbpool/datastore/postgresql-seed dbpool/datastore/postgresql",
+    ]
+    assert commands[-1] == f"zfs set dbzfs:restore=replica dbpool/datastore/postgresql@{CATCHUP}"
+    marked = own | {MARK["snapshot"]: props(**{"dbzfs:restore": "replica"})}
+    commands, _, host = run(
+        ops.put_in_place, {ZfsDatasetProperties: zfs(marked)}, datasets=PLACES, snapshot=CATCHUP, mark=MARK
+    )
+    assert commands == [] and "the seed is in place" in host.noops[0]
+    source = zfs({f"{d['source']}@{CATCHUP}": props() for d in SENDS})
+    others["pg2"] = FakeHost({ZfsDatasetProperties: zfs({f"{d['live']}@{CATCHUP}": props() for d in SENDS})})
+    commands, _, _ = run(
+        ops.send, {ZfsDatasetProperties: source}, datasets=SENDS, snapshot=CATCHUP, mark=MARK, **TO
+    )
+    assert len(commands) == 2
+    others["pg2"] = FakeHost({ZfsDatasetProperties: zfs(marked)})
+    commands, _, _ = run(
+        ops.send, {ZfsDatasetProperties: source}, datasets=SENDS, snapshot=CATCHUP, mark=MARK, **TO
+    )
+    assert commands == []
