@@ -1,9 +1,6 @@
 """MariaDB's binlogs streamed to the backup host: point-in-time recovery for MariaDB (issue 14,
 part 3; PostgreSQL's is roles/pgbackrest.py).
 
-WIP (branch wip/mariadb-binlogs, not on main): wired into deploy.py, not yet run on the lab; its
-script proven against a real mariadbd (tests/unit/test_binlog_stream_server.py).
-
 With a backup host in the inventory, it streams each MariaDB replication group's binlogs from the
 group's declared primary (host_scripts/binlog_stream.py: `mariadb-binlog --read-from-remote-server
 --raw --stop-never`), as a replica would, into <its pool>/binlogs mounted at
@@ -171,20 +168,3 @@ def streams() -> None:
         name="The binlog streams running their current config, enabled",
         units={unit_name(c): [config_path(c), CLIENT, SCRIPT] for c in sources(hosts)},
     )
-
-
-# TODO (next session), in this order:
-# - run on the lab (`./dbzfs converge --with-backup`): the stream's unit running on backup1, the
-#   files growing as db1 commits, the account's grants on db1 (only_from drops it when backup1
-#   leaves). Proven on this machine's own mariadbd 10.11 (tests/unit/test_binlog_stream_server.py):
-#   the account streams and may do nothing else, the files are the server's byte for byte but the
-#   in-use flag of the current one, a restart goes on from its newest file, a purge shows as a gap,
-#   and the files replay from a GTID to a --stop-datetime with exactly the rows before it.
-# - monitoring: BinlogStreamFailing (dbzfs_binlog_streaming 0, dbzfs_binlog_gap 1, or no series
-#   for a group on a backup host whose node_exporter answers).
-# - restore: done (roles/restore_mariadb.py, branch wip/mariadb-restore). The binlogs travel as a
-#   snapshot of this dataset, sent whole to the target with the copy (received unmounted, then
-#   mounted read-only); only the declared primary's directory is replayed. Not done yet: the check
-#   that the copy's GTID is in the first file's Gtid_list (or the older source's directory).
-# - e2e in test_backup (CI): rows on db1, a copy pulled, more rows, the moment, more rows, DROP;
-#   db2 restored to the moment holds exactly the rows before it; db2 restored as a replica.

@@ -3,10 +3,13 @@ with inventories/lab_backup.py lets its key in on the database hosts (send only,
 only), converges it and runs its first pull, which copies the snapshots of the hosts that take them
 (the replicas db2 and pg2); tests/infra/test_backup.py passes on it and a second converge changes
 nothing. Then, while each primary commits rows, its replica takes one more snapshot (both at
-once), and one pull sends only those, each with the position it holds. PostgreSQL's WAL archive and backups
-(roles/pgbackrest.py): a table dropped by mistake is restored on pg2 to the moment before, then
-pg2 is restored from the newest backup as a replica and catches up (runbooks/restore.py). Last,
-backup1 leaves: a converge with the lab's own inventory takes its keys and permissions away again."""
+once), and one pull sends only those, each with the position it holds; db1's binlogs reach
+backup1 as db1 wrote them (roles/binlogs.py). Point-in-time recovery (runbooks/restore.py), both
+engines at once: a table dropped by mistake is restored on pg2 (pgBackRest's backup and WAL
+archive, roles/pgbackrest.py) and on db2 (a ZFS copy and the streamed binlogs,
+roles/restore_mariadb.py) to the moment before; then both are restored from the newest backup as
+replicas and catch up. Last, backup1 leaves: a converge with the lab's own inventory takes its
+keys, accounts and permissions away again."""
 
 import json
 import re
