@@ -310,6 +310,9 @@ def pitr_mariadb(lab, timings):
     reached = [line.strip() for line in output.splitlines() if "binlogs replayed: reached GTID" in line]
     assert reached, output[-3000:]  # the report: the last transaction replayed, and its time
     labkit.log(f"==> point-in-time recovery (db2): target {moment}, {reached[0]}")
+    for line in output.splitlines():
+        if line.strip().startswith(("copy: ", "sent: ")):
+            labkit.log(f"==> restore of db2: {line.strip()}")
 
 
 def test_a_table_dropped_by_mistake_is_restored_on_another_host_as_it_was_just_before(backed_up, timings):
