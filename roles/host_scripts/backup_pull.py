@@ -16,8 +16,9 @@ For each source host and each of its datasets (role "data", "log"), into
    ssh failure fails every dataset of that host; the other hosts still run;
 2. the copies already here are listed. When they share no snapshot with the source (the source
    dataset was re-created: a replica re-seeded, a compression rewrite; or the source pruned every
-   snapshot the copies have), syncoid would refuse, and `--force-delete` would destroy the
-   backup's history: the copies are renamed to <role>-until-<UTC stamp> instead, kept as they
+   snapshot the copies have), or they hold none and no receive to resume (every copy pruned
+   here: a restored source's only snapshot, of a kind this host keeps none of), syncoid would
+   refuse, and `--force-delete` would destroy the backup's history: the copies are renamed to <role>-until-<UTC stamp> instead, kept as they
    are, and the pull starts again with a full send. When the copies do share one with the
    source but also hold snapshots after it that the source no longer has (a rollback there, or
    their pruning there while the pulls failed longer than its retention), the pull would have to
@@ -274,6 +275,10 @@ def written_command(target: str) -> list[str]:
     return ["zfs", "get", "-H", "-p", "-o", "value", "written", target]
 
 
+def resume_token_command(target: str) -> list[str]:
+    return ["zfs", "get", "-H", "-o", "value", "receive_resume_token", target]
+
+
 def rollback_command(target: str, snapshot: str) -> list[str]:
     """Back to the newest snapshot: without -r it destroys nothing, it drops the head's blocks."""
     return ["zfs", "rollback", f"{target}@{snapshot}"]
@@ -405,10 +410,14 @@ class Puller:
         before = self.copies(target)
         if before is None:
             self.change(create_parent_command(target), "creating its parent")
-        elif must_set_aside(on_source, before):
+        elif must_set_aside(on_source, before) or (before == [] and not self.resumable(target)):
+            # Without a snapshot and a receive to resume, the copies were all pruned here (a
+            # source restored or re-seeded holds one snapshot at first, of a kind this host may
+            # keep none of): its head is what is left, and syncoid refuses it.
+            why = "shared no snapshot with" if before else "had no snapshot left of"
             aside = set_aside_name(target, self.now)
             self.change(rename_command(target, aside), f"renaming {target}")
-            notes.append(f"full send: the copies shared no snapshot with {dataset}, set aside as {aside}")
+            notes.append(f"full send: the copies {why} {dataset}, set aside as {aside}")
             before = None
         elif gone := gone_from_source(on_source, before):
             raise PullFailed(diverged_message(target, before, gone))
@@ -443,6 +452,13 @@ class Puller:
         if "dataset does not exist" in listed.stderr:
             return None
         raise StepFailed(f"listing the snapshots of {target}", listed)
+
+    def resumable(self, target: str) -> bool:
+        """Whether an interrupted receive into the target can be resumed (syncoid does)."""
+        got = self.runner(resume_token_command(target), timeout=LIST_TIMEOUT)
+        if got.returncode != 0:
+            raise StepFailed(f"reading the receive_resume_token of {target}", got)
+        return got.stdout.strip() not in ("", "-")
 
     def head_written(self, target: str) -> bool:
         """Whether the copy's head differs from its newest snapshot (zfs receive refuses then)."""

@@ -83,6 +83,7 @@ class Fleet:
         self.down = set()  # addresses ssh cannot reach
         self.fail = {}  # argv[0] -> Result
         self.written = {}  # dataset -> bytes written to its head since its newest snapshot
+        self.tokens = {}  # dataset -> its receive_resume_token (an interrupted receive)
 
     def __call__(self, argv, timeout=None):
         self.calls.append(list(argv))
@@ -100,6 +101,9 @@ class Fleet:
             assert argv[2:5] == ["-p", "-o", "canmount=off"]
             self.pool.setdefault(argv[5], [])
             return b.Result(0, "", "")
+        if argv[1] == "get" and "receive_resume_token" in argv:
+            assert argv == b.resume_token_command(argv[-1])
+            return b.Result(0, f"{self.tokens.get(argv[-1], '-')}\n", "")
         if argv[1] == "get":
             assert argv[2:] == ["-H", "-p", "-o", "value", "written", argv[-1]]
             return b.Result(0, f"{self.written.get(argv[-1], 0)}\n", "")
@@ -375,10 +379,12 @@ def test_a_target_without_snapshots_is_left_to_syncoid_to_resume(tmp_path):
     fleet.pool[f"{COPIES}/db2"] = []
     fleet.pool[f"{COPIES}/db2/data"] = []
     fleet.pool[f"{COPIES}/db2/log"] = []
+    fleet.tokens = {f"{COPIES}/db2/data": "1-abc-def", f"{COPIES}/db2/log": "1-abc-ghi"}
     assert pull(fleet, config(tmp_path, "db2")) == 0
     assert [argv[0] if argv[0] != "zfs" else argv[1] for argv in fleet.calls] == [
         "ssh",
         "list",
+        "get",
         "syncoid",
         "list",
     ] * 2
@@ -666,3 +672,25 @@ def test_a_copy_whose_newest_snapshot_was_pruned_is_rolled_back_to_its_newest_co
     )
     assert fleet.written[target] == 0
     assert "rolled back to autosnap_2026-12-04_20:00:04_hourly, the newest copy" in capsys.readouterr().out
+
+
+def test_copies_left_without_a_snapshot_are_set_aside_unless_a_receive_resumes(tmp_path, capsys):
+    """A restored source held one snapshot, of a kind the backup host keeps none of: its sanoid
+    pruned the only copy, and syncoid refuses a target without a snapshot it shares. An
+    interrupted first receive (a resume token) is syncoid's to resume."""
+    fleet = Fleet()
+    fleet.sources[("10.99.0.12", DATA)] = [snap(22, 12)]
+    fleet.sources[("10.99.0.12", LOG)] = [snap(22, 22)]
+    fleet.pool[f"{COPIES}/db2"] = []
+    fleet.pool[f"{COPIES}/db2/data"] = []
+    fleet.pool[f"{COPIES}/db2/log"] = []
+    fleet.tokens[f"{COPIES}/db2/log"] = "1-abc-def"
+    assert pull(fleet, config(tmp_path, "db2")) == 0
+    data, aside = f"{COPIES}/db2/data", f"{COPIES}/db2/data-until-20261204T223712Z"
+    assert ["zfs", "rename", data, aside] in fleet.calls
+    assert [argv[1] for argv in fleet.calls if argv[0] == "zfs"].count("rename") == 1  # not the log
+    out = capsys.readouterr().out
+    assert f"full send: the copies had no snapshot left of {DATA}, set aside as {aside}" in out
+    assert [s.guid for s in fleet.pool[data]] == ["12"] and [
+        s.guid for s in fleet.pool[f"{COPIES}/db2/log"]
+    ] == ["22"]
