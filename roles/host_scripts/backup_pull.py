@@ -16,13 +16,13 @@ For each source host and each of its datasets (role "data", "log"), into
    ssh failure fails every dataset of that host; the other hosts still run;
 2. the copies already here are listed. When they share no snapshot with the source (the source
    dataset was re-created: a replica re-seeded, a compression rewrite; or the source pruned every
-   snapshot the copies have), or they hold none and no receive to resume (every copy pruned
-   here: a restored source's only snapshot, of a kind this host keeps none of), syncoid would
-   refuse, and `--force-delete` would destroy the backup's history: the copies are renamed to <role>-until-<UTC stamp> instead, kept as they
-   are, and the pull starts again with a full send. When the copies do share one with the
-   source but also hold snapshots after it that the source no longer has (a rollback there, or
-   their pruning there while the pulls failed longer than its retention), the pull would have to
-   roll them back: it fails instead, saying which and how to keep or drop them;
+   snapshot the copies have), or they hold none and no receive to resume (every copy pruned here: a
+   restored source's only snapshot, of a kind this host keeps none of), syncoid would refuse, and
+   `--force-delete` would destroy the backup's history: the copies are renamed to <role>-until-<UTC
+   stamp> instead, kept as they are, and the pull starts again with a full send. When the copies do
+   share one with the source but also hold snapshots after it that the source no longer has (a
+   rollback there, or their pruning there while the pulls failed longer than its retention), the
+   pull would have to roll them back: it fails instead, saying which and how to keep or drop them;
 3. syncoid pulls: raw sends with the properties (`zfs send -w -p`: the blocks as compressed on
    the source, each snapshot's dbzfs:gtid / dbzfs:lsn with it), only what is newer than the
    newest snapshot in common, resumable, received unmounted and never mountable, never rolling

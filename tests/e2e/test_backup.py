@@ -307,11 +307,16 @@ def pitr_mariadb(lab, timings):
     assert got.split() == ["150", "1", "150", "150"], got
     assert maria(lab, "db2", "SHOW SLAVE STATUS") == "" and maria(lab, "db2", "SELECT @@read_only") == "1"
     output = result.stdout + result.stderr
-    reached = [line.strip() for line in output.splitlines() if "binlogs replayed: reached GTID" in line]
-    assert reached, output[-3000:]  # the report: the last transaction replayed, and its time
-    labkit.log(f"==> point-in-time recovery (db2): target {moment}, {reached[0]}")
+    assert "==> restore of db2 (standalone)" in output, output[-3000:]  # the report
+    # the restore's record on the copy in place: the last transaction replayed, and its time
+    records = lab.check(
+        "db2", "zfs get -H -o name,value -t snapshot -d 1 dbzfs:replayed dbpool/datastore/mysql"
+    )
+    [(snapshot, reached)] = [line.split("\t") for line in records.splitlines() if not line.endswith("\t-")]
+    assert reached.startswith("reached GTID "), records
+    labkit.log(f"==> point-in-time recovery (db2): target {moment}, {reached} over the copy {snapshot}")
     for line in output.splitlines():
-        if line.strip().startswith(("copy: ", "sent: ")):
+        if line.strip().startswith(("copy: ", "sent: ", "binlogs replayed: ")):
             labkit.log(f"==> restore of db2: {line.strip()}")
 
 
