@@ -29,6 +29,7 @@ and promoted; a report of what was restored and the moment it reached.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -105,6 +106,51 @@ def parse_time(text: str) -> datetime:
     return moment
 
 
+Bad = Callable[[str, object, str, str], None]  # (key, value, message, fix): one problem
+
+
+def mode_checked(mode: object, bad: Bad) -> None:
+    if mode not in MODES:
+        bad(
+            "mode",
+            mode,
+            "not a way to restore",
+            '"replica" (joins its group) or "standalone" (for inspection)',
+        )
+
+
+def time_checked(
+    params: dict, now: datetime, bad: Bad, replica_why: str, shown: Callable[[datetime], str]
+) -> datetime | None:
+    """The `time` parameter (both engines' runbooks): a past moment with its offset, for a
+    stand-alone restore only; None when absent or not a moment."""
+    if params.get("time") is None:
+        return None
+    try:
+        moment = parse_time(str(params["time"]))
+    except ValueError as exc:
+        bad("time", params["time"], f"not a moment ({exc})", f"e.g. {TIME_EXAMPLE}")
+        return None
+    if params.get("mode") == "replica":
+        bad("time", params["time"], replica_why, "drop time, or mode=standalone")
+    if moment > now:
+        bad("time", params["time"], f"is in the future (now {shown(now)})", "a moment already past")
+    return moment
+
+
+def wipe_checked(name: str, params: dict, bad: Bad) -> bool:
+    """Whether `wipe` names the target (it names no other host)."""
+    wipe = params.get("wipe")
+    if wipe and wipe != name:
+        bad(
+            "wipe",
+            wipe,
+            f"names another host than the target ({name})",
+            f"--data wipe={name}, or leave it out",
+        )
+    return wipe == name
+
+
 def plan_problems(
     configs: dict[str, HostConfig], params: dict, active: set[str], now: datetime
 ) -> tuple[Plan | None, list[Problem]]:
@@ -127,13 +173,7 @@ def plan_problems(
         bad("target", name, f"not a PostgreSQL host ({target.engine or target.role})", fix)
         return None, problems
     mode = params.get("mode")
-    if mode not in MODES:
-        bad(
-            "mode",
-            mode,
-            "not a way to restore",
-            '"replica" (joins its group) or "standalone" (for inspection)',
-        )
+    mode_checked(mode, bad)
     repositories = backup.backup_hosts(list(configs.values()))
     if not repositories:
         bad(
@@ -150,22 +190,7 @@ def plan_problems(
         )
     if mode == "replica" and target.name == (primary.name if primary else None):
         bad("target", name, "is the group's declared primary", "switch over first (runbooks/switchover.py)")
-    moment = None
-    if params.get("time") is not None:
-        try:
-            moment = parse_time(str(params["time"]))
-        except ValueError as exc:
-            bad("time", params["time"], f"not a moment ({exc})", f"e.g. {TIME_EXAMPLE}")
-        else:
-            if mode == "replica":
-                bad(
-                    "time",
-                    params["time"],
-                    "a replica replays to the newest WAL",
-                    "drop time, or mode=standalone",
-                )
-            if moment > now:
-                bad("time", params["time"], f"is in the future (now {pg_time(now)})", "a moment already past")
+    moment = time_checked(params, now, bad, "a replica replays to the newest WAL", pg_time)
     if params.get("time") is not None and params.get("backup"):
         bad(
             "backup",
@@ -173,14 +198,7 @@ def plan_problems(
             "given with a time",
             "one of them: pgBackRest picks the backup for a time",
         )
-    wipe = params.get("wipe")
-    if wipe and wipe != name:
-        bad(
-            "wipe",
-            wipe,
-            f"names another host than the target ({name})",
-            f"--data wipe={name}, or leave it out",
-        )
+    wipe = wipe_checked(name, params, bad)
     needed = [name] + ([repositories[0].name] if repositories else []) + ([primary.name] if primary else [])
     missing = [n for n in needed if n not in active]
     if missing:
@@ -192,7 +210,7 @@ def plan_problems(
         )
     if problems:
         return None, problems
-    plan = Plan(target, repositories[0], primary, mode, moment, params.get("backup"), wipe == name)
+    plan = Plan(target, repositories[0], primary, mode, moment, params.get("backup"), wipe)
     return plan, []
 
 

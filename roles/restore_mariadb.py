@@ -184,13 +184,7 @@ def plan_problems(
     if target is None or target.engine != "mariadb":  # roles/restore.py dispatches only MariaDB hosts here
         return None, [Problem(None, "target", name, "not a MariaDB host of the inventory", "")]
     mode = params.get("mode")
-    if mode not in restore.MODES:
-        bad(
-            "mode",
-            mode,
-            "not a way to restore",
-            '"replica" (joins its group) or "standalone" (for inspection)',
-        )
+    restore.mode_checked(mode, bad)
     backups = backup.backup_hosts(list(configs.values()))
     if not backups:
         bad("inventory", None, "has no backup host, so no copy", 'add the backup host (role = "backup")')
@@ -213,29 +207,12 @@ def plan_problems(
             "a restore as a replica needs the target declared a replica of its group's primary",
             "declare it so in the inventory, or restore with mode=standalone",
         )
-    moment = None
-    if params.get("time") is not None:
-        try:
-            moment = restore.parse_time(str(params["time"]))
-        except ValueError as exc:
-            bad("time", params["time"], f"not a moment ({exc})", f"e.g. {restore.TIME_EXAMPLE}")
-        else:
-            if mode == "replica":
-                bad("time", params["time"], "a replica replicates to now", "drop time, or mode=standalone")
-            if moment > now:
-                bad("time", params["time"], f"is in the future (now {utc(now)})", "a moment already past")
-            if primary is None:
-                bad("time", params["time"], "the group has no declared primary: no binlogs are streamed", "")
+    moment = restore.time_checked(params, now, bad, "a replica replicates to now", utc)
+    if moment is not None and primary is None:
+        bad("time", params["time"], "the group has no declared primary: no binlogs are streamed", "")
     if params.get("time") is not None and params.get("backup"):
         bad("backup", params["backup"], "given with a time", "one of them: the time picks the copy")
-    wipe = params.get("wipe")
-    if wipe and wipe != name:
-        bad(
-            "wipe",
-            wipe,
-            f"names another host than the target ({name})",
-            f"--data wipe={name}, or leave it out",
-        )
+    wipe = restore.wipe_checked(name, params, bad)
     for member in [target, *backups[:1]]:
         if not member.replication_address:
             bad(
@@ -257,7 +234,7 @@ def plan_problems(
         )
     if problems:
         return None, problems
-    plan = Plan(target, backups[0], primary, members, mode, moment, params.get("backup"), wipe == name)
+    plan = Plan(target, backups[0], primary, members, mode, moment, params.get("backup"), wipe)
     return plan, []
 
 
