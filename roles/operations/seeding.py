@@ -32,6 +32,7 @@ from roles.operations.common import PRIVATE_DIR, private_upload, reveal
 from roles.operations.mariadb import change_master_sql, run_secret_sql
 from roles.operations.postgresql import unit as pg_unit
 from roles.operations.postgresql_topology import CONTROLDATA, standby_settings
+from roles.operations.zfs import unmount_command
 
 WRAPPER = "/usr/local/sbin/dbzfs-seed-receive"
 AUTHORIZED_KEYS = "/root/.ssh/authorized_keys"
@@ -400,10 +401,10 @@ def put_in_place(
     mark: dict[str, str] | None = None,
 ) -> Generator[StringCommand, None, None]:
     """
-    The received seed datasets take the live ones' names: each live dataset is unmounted
-    (mountpoint=none) and renamed aside, its seed renamed into its place (still unmounted: the
-    declared properties and the mount come next). A live dataset that holds @`snapshot` is the
-    seed already.
+    The received seed datasets take the live ones' names: each live dataset is unmounted (waiting
+    out a passing hold, see unmount_command), its mountpoint set to none and renamed aside, its
+    seed renamed into its place (still unmounted: the declared properties and the mount come
+    next). A live dataset that holds @`snapshot` is the seed already.
 
     + datasets: {"live": ..., "seed": ..., "aside": ...} each
     + snapshot: the last snapshot received (after the @)
@@ -433,6 +434,7 @@ def put_in_place(
                 raise OperationError(
                     f"{aside} exists: {live} cannot be renamed aside; destroy it or rename it"
                 )
+            yield unmount_command(live)
             yield StringCommand("zfs set mountpoint=none", QuoteString(live))
             yield StringCommand("zfs rename", QuoteString(live), QuoteString(aside))
         yield StringCommand("zfs rename", QuoteString(seed), QuoteString(live))

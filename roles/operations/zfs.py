@@ -200,3 +200,35 @@ def allowed(dataset_name: str, user: str, permissions: list[str]) -> Generator[S
         yield StringCommand(
             "zfs allow -l -d -u", QuoteString(user), ",".join(want), QuoteString(dataset_name)
         )
+
+
+# Lists, on stderr, what keeps the mount at $mp busy: processes whose working directory, root or
+# open files are under it, and mounts beneath it (a snapshot automounted under .zfs/snapshot).
+HOLDERS_SCRIPT = r"""under() { awk -v mp="$mp" '$NF == mp || index($NF, mp "/") == 1 {f = 1} END {exit !f}'; }
+for p in /proc/[0-9]*; do
+  if ls -l "$p/cwd" "$p/root" "$p/fd/" 2>/dev/null | under; then
+    echo "  pid ${p#/proc/} ($(cat "$p/comm" 2>/dev/null)): $(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" >&2
+  fi
+done
+awk -v mp="$mp" 'index($2, mp "/") == 1 {print "  mounted under it: " $2 " (" $1 ")"}' /proc/mounts >&2
+"""
+
+UNMOUNT_TRIES = 10
+
+
+def unmount_command(dataset: str, tries: int = UNMOUNT_TRIES) -> StringCommand:
+    """
+    `zfs unmount`, tried once a second for `tries` seconds if the dataset is mounted. A mount is
+    busy for an instant whenever anything resolves a path in it (node_exporter's statfs, a check's
+    `cd`), and one such instant failed a rewrite's swap in CI. Busy to the end, the command fails
+    naming what holds the mount, so the operator knows what to stop.
+    """
+    script = (
+        'ds=$1; [ "$(zfs get -H -o value mounted "$ds")" = yes ] || exit 0\n'
+        'mp=$(zfs get -H -o value mountpoint "$ds")\n'
+        f'for i in $(seq {int(tries)}); do zfs unmount "$ds" 2>/dev/null && exit 0; sleep 1; done\n'
+        f'echo "$ds is still busy at $mp after {int(tries)} s; what holds it:" >&2\n'
+        + HOLDERS_SCRIPT
+        + 'zfs unmount "$ds"'
+    )
+    return StringCommand("bash -c", QuoteString(script), "unmount", QuoteString(dataset))

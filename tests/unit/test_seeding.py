@@ -26,6 +26,7 @@ from roles.facts.units import UnitState
 from roles.facts.zfs import ZfsDatasetProperties
 from roles.hostdata import HostConfig
 from roles.operations import postgresql_topology, seeding as ops
+from roles.operations.zfs import unmount_command
 
 from tests.unit.conftest import GIB, host_data
 from tests.unit.fact_stubs import FakeHost
@@ -607,6 +608,10 @@ PLACES = [
 CATCHUP = "dbzfs-seed-pg2-catchup"
 
 
+def UNMOUNT(dataset):
+    return unmount_command(dataset).get_raw_value()
+
+
 def received(*extra):
     table = {}
     for p in PLACES:
@@ -623,9 +628,11 @@ def test_the_seed_takes_the_live_datasets_names(executing):
         ops.put_in_place, {ZfsDatasetProperties: zfs(received())}, datasets=PLACES, snapshot=CATCHUP
     )
     assert commands == [
+        UNMOUNT("dbpool/datastore/postgresql"),
         "zfs set mountpoint=none dbpool/datastore/postgresql",
         "zfs rename dbpool/datastore/postgresql dbpool/datastore/postgresql-replaced",
         "zfs rename dbpool/datastore/postgresql-seed dbpool/datastore/postgresql",
+        UNMOUNT("dbpool/datastore/postgresql-wal"),
         "zfs set mountpoint=none dbpool/datastore/postgresql-wal",
         "zfs rename dbpool/datastore/postgresql-wal dbpool/datastore/postgresql-wal-replaced",
         "zfs rename dbpool/datastore/postgresql-wal-seed dbpool/datastore/postgresql-wal",
@@ -665,7 +672,7 @@ def test_put_in_place_plans_before_the_sends_and_copies_the_gtid_position(execut
     commands, _, _ = run(
         ops.put_in_place, {ZfsDatasetProperties: zfs(live_only)}, datasets=PLACES, snapshot=CATCHUP
     )
-    assert len(commands) == 6
+    assert len(commands) == 8
     executing.is_executing = True
     others["db1"] = FakeHost(
         {ZfsDatasetProperties: zfs({"src@" + CATCHUP: props(**{"dbzfs:gtid": "0-1-42"})})}
@@ -1325,7 +1332,8 @@ def test_with_a_mark_a_live_snapshot_of_the_same_name_is_in_place_only_when_mark
         snapshot=CATCHUP,
         mark=MARK,
     )
-    assert commands[:3] == [
+    assert commands[:4] == [
+        UNMOUNT("dbpool/datastore/postgresql"),
         "zfs set mountpoint=none dbpool/datastore/postgresql",
         "zfs rename dbpool/datastore/postgresql dbpool/datastore/postgresql-replaced",
         "zfs rename dbpool/datastore/postgresql-seed dbpool/datastore/postgresql",
