@@ -29,6 +29,7 @@ BY_ID_PREFIX = "nvme-QEMU_NVMe_Ctrl_"  # how the guest's udev names a qemu NVMe 
 ENGINES = ("mariadb", "postgresql")
 ROLES = ("primary", "replica")  # a database VM's
 BACKUP_ROLE = "backup"  # every VM of backup_vms: no engine, it pulls the database VMs' snapshots
+BENCH_ROLE = "bench"  # every VM of bench_vms: both engines in turn, installed by the benchmark
 
 
 _UNSET = object()
@@ -172,6 +173,8 @@ class Lab:
     # name -> backup VM (role "backup", no engine): booted only by name (the backup e2e test,
     # `python -m lab up backup1`), not in inventories/lab.py but in inventories/lab_backup.py
     backup: dict = field(default_factory=dict)
+    # name -> benchmark VM (role "bench", no engine): booted only by `./dbzfs bench` (bench/run.py)
+    bench: dict = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -179,7 +182,7 @@ class Lab:
 
     @property
     def all_vms(self) -> dict[str, VM]:
-        return {**self.vms, **self.joining, **self.bare, **self.backup}
+        return {**self.vms, **self.joining, **self.bare, **self.backup, **self.bench}
 
     def vm(self, name: str) -> VM:
         try:
@@ -243,7 +246,7 @@ def _shown(path: str | Path) -> str:
         return str(path)
 
 
-TOP_KEYS = ("defaults", "network", "image", "vms", "joining_vms", "bare_vms", "backup_vms")
+TOP_KEYS = ("defaults", "network", "image", "vms", "joining_vms", "bare_vms", "backup_vms", "bench_vms")
 VM_KEYS = (
     "engine",
     "role",
@@ -349,7 +352,17 @@ def _check(raw: object) -> Lab:
     backup = {
         name: _vm(name, spec, defaults, prefix, "zfs", section="backup_vms") for name, spec in backup.items()
     }
-    sections = {"vms": vms, "joining_vms": joining, "bare_vms": bare, "backup_vms": backup}
+    bench = _mapping(raw.get("bench_vms"), "bench_vms", "one entry per benchmark VM: name -> settings")
+    bench = {
+        name: _vm(name, spec, defaults, prefix, "zfs", section="bench_vms") for name, spec in bench.items()
+    }
+    sections = {
+        "vms": vms,
+        "joining_vms": joining,
+        "bare_vms": bare,
+        "backup_vms": backup,
+        "bench_vms": bench,
+    }
     for index, (section, names) in enumerate(sections.items()):
         for name in names:
             earlier = [other for other in list(sections)[:index] if name in sections[other]]
@@ -359,7 +372,7 @@ def _check(raw: object) -> Lab:
                     key=f"{section}.{name}",
                     fix="give the VM its own name",
                 )
-    everything = {**vms, **joining, **bare, **backup}
+    everything = {**vms, **joining, **bare, **backup, **bench}
     for vm in everything.values():
         # A bare VM's primary is bare; a joining VM is a replica of a lab VM (it joins a group that
         # exists without it).
@@ -409,7 +422,9 @@ def _check(raw: object) -> Lab:
                     fix="keep {vm} in drive_serial",
                 )
             owner[serial] = vm.name
-    return Lab(vms=vms, image=image, network=network, bare=bare, joining=joining, backup=backup)
+    return Lab(
+        vms=vms, image=image, network=network, bare=bare, joining=joining, backup=backup, bench=bench
+    )
 
 
 def _check_image(image: dict) -> None:
@@ -458,19 +473,23 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
             "unknown key", vm=name, key=str(key), value=spec[key], fix=f"use only {', '.join(VM_KEYS)}"
         )
     backup = section == "backup_vms"
-    for key in REQUIRED_BACKUP if backup else REQUIRED:
+    no_database = {"backup_vms": BACKUP_ROLE, "bench_vms": BENCH_ROLE}.get(section)
+    for key in REQUIRED_BACKUP if no_database else REQUIRED:
         if s.get(key) is None:
             raise LabDefinitionError("missing", vm=name, key=key, fix=f"set {key} for the VM or in defaults")
     server_id = s.get("server_id")
-    if backup:
-        if s["role"] != BACKUP_ROLE:
-            fail("role", "a VM of backup_vms is a backup host", f"role: {BACKUP_ROLE}")
+    if no_database:
+        what = "a backup host" if backup else "a benchmark VM"
+        if s["role"] != no_database:
+            fail("role", f"a VM of {section} is {what}", f"role: {no_database}")
         for key in NO_DATABASE:
             if s.get(key) is not None:
                 fail(
                     key,
-                    "a backup VM runs no database",
-                    "remove it (a backup VM pulls the database VMs' snapshots)",
+                    "a backup VM runs no database" if backup else "a benchmark VM declares no database",
+                    "remove it (a backup VM pulls the database VMs' snapshots)"
+                    if backup
+                    else "remove it (the benchmark installs and runs both engines in turn)",
                 )
     else:
         if s["engine"] not in ENGINES:
@@ -480,6 +499,12 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
                 "role",
                 "a backup host runs no database: it belongs in backup_vms",
                 "move the VM to backup_vms, without engine, primary or server_id",
+            )
+        if s["role"] == BENCH_ROLE:
+            fail(
+                "role",
+                "a benchmark VM belongs in bench_vms",
+                "move the VM to bench_vms, without engine, primary or server_id",
             )
         if s["role"] not in ROLES:
             fail("role", "not a role", f"use one of {', '.join(ROLES)}")

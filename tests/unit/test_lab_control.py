@@ -130,7 +130,7 @@ def test_status_shows_a_backup_vm_with_no_engine(monkeypatch):
     monkeypatch.setattr(control.image, "is_built", lambda lab, variant: False)
     lines = []
     rows = control.status(definition.load(), log=lines.append)
-    assert list(rows) == ["db1", "db2", "pg1", "pg2", "db3", "bare1", "backup1"]
+    assert list(rows) == ["db1", "db2", "pg1", "pg2", "db3", "bare1", "backup1", "bench1"]
     header = next(line for line in lines if line.startswith("VM "))
     row = next(line for line in lines if line.startswith("backup1 "))
     db1 = next(line for line in lines if line.startswith("db1 "))

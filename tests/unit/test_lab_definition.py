@@ -150,6 +150,20 @@ CASES = {
         backup("backup1", role="replica"),
         "backup1: role = 'replica': a VM of backup_vms is a backup host. Fix: role: backup",
     ),
+    "benchmark VM with an engine": (
+        lambda raw: raw["bench_vms"]["bench1"].__setitem__("engine", "postgresql"),
+        "bench1: engine = 'postgresql': a benchmark VM declares no database. "
+        "Fix: remove it (the benchmark installs and runs both engines in turn)",
+    ),
+    "benchmark VM as a primary": (
+        lambda raw: raw["bench_vms"]["bench1"].__setitem__("role", "primary"),
+        "bench1: role = 'primary': a VM of bench_vms is a benchmark VM. Fix: role: bench",
+    ),
+    "bench role among the database VMs": (
+        vm("db2", role="bench", primary=None),
+        "db2: role = 'bench': a benchmark VM belongs in bench_vms. "
+        "Fix: move the VM to bench_vms, without engine, primary or server_id",
+    ),
     "backup VM without a role": (
         lambda raw: raw["backup_vms"]["backup1"].pop("role"),
         "backup1: role: missing. Fix: set role for the VM or in defaults",
@@ -304,10 +318,18 @@ def test_zfs_install_prebuilt_boots_the_bare_image_and_bare_vms_refuse_it():
     assert "zfs_install = 'dkms': not a way the lab installs ZFS" in str(err.value)
 
 
+def test_the_benchmark_vm_is_booted_by_name_with_the_lab_drives():
+    lab = load()
+    bench1 = lab.vm("bench1")
+    assert list(lab.bench) == ["bench1"] and "bench1" not in lab.names
+    assert (bench1.role, bench1.engine, bench1.image, bench1.memory) == ("bench", None, "zfs", 2048)
+    assert (bench1.drive_count, bench1.drive_size) == (24, 1024**3)
+
+
 def test_the_backup_vm_is_booted_by_name_and_runs_no_database():
     lab = load()
     assert list(lab.backup) == ["backup1"] and "backup1" not in lab.names
-    assert list(lab.all_vms) == ["db1", "db2", "pg1", "pg2", "db3", "bare1", "backup1"]
+    assert list(lab.all_vms) == ["db1", "db2", "pg1", "pg2", "db3", "bare1", "backup1", "bench1"]
     backup1 = lab.vm("backup1")
     assert lab.backup["backup1"] is lab.all_vms["backup1"]
     assert (backup1.role, backup1.engine, backup1.primary, backup1.server_id) == ("backup", None, None, None)
