@@ -1,0 +1,362 @@
+"""
+./dbzfs bench [--engine mariadb|postgresql] [--quick] [--out DIR]: what the ZFS tuning buys,
+measured on one lab VM (lab.yaml bench_vms) over the same 24 drives, every variant of
+bench/variants.py built in turn, and a report folder written by bench/report.py.
+
+Per engine:
+
+1. The data set, loaded once on `tuned` storage (sysbench's tables for MariaDB, pgbench's for
+   PostgreSQL, from a fixed seed) and saved on the VM's root disk with the server stopped.
+2. Rounds: in each, every workload on every variant in turn (A B C A B C ...), each run from the
+   same start: storage re-created on discarded drives, the saved data restored, caches emptied,
+   the server started; then the readings, the load (a fixed number of transactions), every dirty
+   page flushed and the pool synced, the readings again.
+3. Compression: the engine's model of bench/datagen.py loaded into `tuned` storage with each
+   algorithm; compressratio, logical and physical bytes, and the load's time.
+
+The VM is booted if it is not running, and powered off at the end if this run booted it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench import datagen, guest, measure, report, variants
+from lab import control, definition, vm as vmmod
+
+GIB = 1024**3
+MIB = 1024**2
+VM_NAME = "bench1"
+SEED = 20261130
+# ZFS 2.x's own defaults for the module parameters a variant puts back (a live parameter cannot
+# be reset to "the default" by name, only to a value).
+ZFS_MODULE_DEFAULTS = {"zfs_prefetch_disable": 0, "zfs_arc_max": 0}
+WORKLOADS = {"mariadb": ("oltp_write_only", "oltp_read_write"), "postgresql": ("tpcb-like",)}
+# Let's Encrypt's tables for MariaDB, Heap's events for PostgreSQL
+COMPRESSION_MODELS = {"mariadb": "ca", "postgresql": "events"}
+REPORTS = Path(__file__).resolve().parent / "reports"
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much data and work: `QUICK` proves the benchmark runs, `FULL` is what is reported."""
+
+    runs: int  # rounds: runs per variant and workload
+    sysbench_tables: int
+    sysbench_rows: int  # per table
+    sysbench_events: int  # transactions per run
+    pgbench_scale: int
+    pgbench_transactions: int  # per run, all clients together
+    clients: int
+    compression_rows: int  # certificates (ca) or events
+
+
+QUICK = Sizes(
+    runs=1,
+    sysbench_tables=2,
+    sysbench_rows=2000,
+    sysbench_events=200,
+    pgbench_scale=1,
+    pgbench_transactions=200,
+    clients=4,
+    compression_rows=2000,
+)
+FULL = Sizes(
+    runs=3,
+    sysbench_tables=8,
+    sysbench_rows=1_000_000,  # about 1.9 GiB of InnoDB pages: 2.5x the 768 MiB buffer pool
+    sysbench_events=10_000,
+    pgbench_scale=100,  # about 1.5 GiB: 3x the 512 MiB of shared_buffers
+    pgbench_transactions=20_000,
+    clients=4,
+    compression_rows=100_000,
+)
+
+
+class BenchError(RuntimeError):
+    """A step failed on the VM: its name, and the command's own output."""
+
+
+# --- the VM ---------------------------------------------------------------------------------------
+
+
+class Guest:
+    """The benchmark VM: scripts run with `bash -s` over the lab's ssh, each step logged."""
+
+    def __init__(self, vm: definition.VM, log: Log):
+        self.vm, self.log = vm, log
+
+    def run(self, what: str, script: str, timeout: float = 3600, quiet: bool = False) -> str:
+        if not quiet:
+            self.log(f"    {what}")
+        t0 = time.monotonic()
+        try:
+            result = subprocess.run(
+                vmmod.ssh_argv(self.vm, ["bash", "-s"]),
+                input=script,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise BenchError(f"{self.vm.name}: {what}: no answer after {timeout:.0f} s") from e
+        if result.returncode != 0:
+            raise BenchError(
+                f"{self.vm.name}: {what} failed (exit {result.returncode}, after "
+                f"{time.monotonic() - t0:.0f} s):\n{(result.stderr or result.stdout)[-3000:]}"
+            )
+        return result.stdout
+
+    def upload(self, data: bytes, path: str) -> None:
+        result = subprocess.run(
+            vmmod.ssh_argv(self.vm, [f"cat > {shlex.quote(path)}"]), input=data, capture_output=True
+        )
+        if result.returncode != 0:
+            raise BenchError(f"{self.vm.name}: upload to {path} failed: {result.stderr.decode()[-2000:]}")
+
+
+def host_data(vm: definition.VM) -> dict:
+    """The benchmark host's inventory data: its memory and CPUs sized as deploy.py sizes them."""
+    return {
+        "role": "primary",
+        "server_id": 1,
+        "hardware": {"ram_bytes": vm.memory * MIB, "cpus": vm.vcpus},
+        "drive_pattern": f"{definition.BY_ID_PREFIX}{vm.name}-nvme??",
+        "drive_count": vm.drive_count,
+    }
+
+
+def drive_paths(vm: definition.VM) -> list[str]:
+    return [f"/dev/disk/by-id/{definition.BY_ID_PREFIX}{serial}" for serial in vm.serials]
+
+
+def module_params(variant: variants.Variant, data: dict) -> dict:
+    """The ZFS module parameters the variant runs with: the sized ones, with its changes (None:
+    the module's default)."""
+    sized = dict(variants.host_config(variant.engine, data).sizing().zfs)
+    for name, value in variant.module_params.items():
+        sized[name] = ZFS_MODULE_DEFAULTS[name] if value is None else value
+    return sized
+
+
+# --- one engine -----------------------------------------------------------------------------------
+
+
+class EngineBench:
+    def __init__(self, g: Guest, engine: str, sizes: Sizes, log: Log):
+        self.g, self.engine, self.sizes, self.log = g, engine, sizes, log
+        self.data = host_data(g.vm)
+        self.variants = variants.variants(engine, self.data)
+        self.pool = variants.host_config(engine, self.data).pool.name
+        self.drives = drive_paths(g.vm)
+        self.kernel_names: list[str] = []
+
+    def build(self, variant: variants.Variant) -> None:
+        """Storage as the variant has it, on discarded drives, with its config and directories."""
+        self.g.run("storage torn down, drives discarded", guest.teardown(self.drives), quiet=True)
+        if variant.storage == "zfs":
+            script = guest.zfs_storage(variant, self.pool, self.drives, module_params(variant, self.data))
+        else:
+            script = guest.md_storage(variant, self.drives)
+        self.g.run(f"{variant.name}: storage", script, quiet=True)
+        config = variants.variant_config(variant, self.data)
+        self.g.run(f"{variant.name}: server config", guest.server_config(variant, config), quiet=True)
+
+    def golden(self) -> None:
+        tuned = self.variants[0]
+        s = self.sizes
+        t0 = time.monotonic()
+        self.log(f"==> {self.engine}: loading the data set on {tuned.name} storage")
+        self.build(tuned)
+        self.g.run("empty server", guest.new_database(self.engine, tuned.directories))
+        self.g.run("server started", guest.start(self.engine))
+        if self.engine == "mariadb":
+            self.g.run("database sbtest", guest.script(guest.sql("mariadb", "CREATE DATABASE sbtest")))
+            self.g.run(
+                f"sysbench prepare: {s.sysbench_tables} tables of {s.sysbench_rows:,} rows",
+                guest.sysbench_prepare(s.sysbench_tables, s.sysbench_rows, SEED),
+                timeout=6 * 3600,
+            )
+        else:
+            self.g.run(
+                f"pgbench -i, scale {s.pgbench_scale}", guest.pgbench_init(s.pgbench_scale), timeout=6 * 3600
+            )
+        self.g.run("server stopped", guest.stop(self.engine))
+        self.g.run("data set saved to the root disk", guest.save_golden(self.engine, tuned.directories))
+        self.log(f"    loaded and saved in {time.monotonic() - t0:.0f} s")
+
+    def one_run(self, workload: str, variant: variants.Variant) -> dict:
+        s = self.sizes
+        t0 = time.monotonic()
+        self.build(variant)
+        self.g.run("data restored", guest.restore_golden(self.engine, variant.directories), quiet=True)
+        self.g.run("caches emptied", guest.cold_caches(variant, self.pool), quiet=True)
+        self.g.run("server started", guest.start(self.engine), quiet=True)
+        before = guest.split_readings(self.g.run("readings", guest.readings(self.engine), quiet=True))
+        if self.engine == "mariadb":
+            load_script = guest.sysbench_run(
+                workload, s.sysbench_tables, s.sysbench_rows, s.sysbench_events, s.clients, SEED
+            )
+            out = self.g.run("load", load_script, timeout=6 * 3600, quiet=True)
+            load = measure.parse_sysbench(out)
+        else:
+            load_script = guest.pgbench_run(s.pgbench_transactions, s.clients, SEED)
+            out = self.g.run("load", load_script, timeout=6 * 3600, quiet=True)
+            text, logs = guest.split_pgbench(out)
+            load = measure.parse_pgbench(text, logs)
+        self.g.run("flushed", guest.flushed(self.engine, variant.storage, self.pool), quiet=True)
+        after = guest.split_readings(self.g.run("readings", guest.readings(self.engine), quiet=True))
+        self.g.run("server stopped", guest.stop(self.engine), quiet=True)
+        figures = measure.run_figures(
+            load,
+            measure.written_delta(before[0], after[0], self.kernel_names),
+            measure.counter_delta(before[2], after[2], measure.COUNTERS[self.engine]),
+            measure.cpu_seconds(before[1], after[1]),
+        )
+        self.log(
+            f"    {workload:16} {variant.name:24} {load.transactions} txn, "
+            f"{figures['bytes_per_transaction'] / 1024:.1f} KiB written per txn, {load.tps:.1f} tps "
+            f"({time.monotonic() - t0:.0f} s)"
+        )
+        return figures
+
+    def rounds(self) -> dict:
+        workloads = {w: {v.name: [] for v in self.variants} for w in WORKLOADS[self.engine]}
+        for r in range(1, self.sizes.runs + 1):
+            self.log(f"==> {self.engine}: round {r} of {self.sizes.runs}")
+            for workload in WORKLOADS[self.engine]:
+                for variant in self.variants:
+                    workloads[workload][variant.name].append(self.one_run(workload, variant))
+        return workloads
+
+    def compression(self) -> list[dict]:
+        model = COMPRESSION_MODELS[self.engine]
+        rows = self.sizes.compression_rows
+        self.log(f"==> {self.engine}: compression, {rows:,} rows of the {model!r} model")
+        sql = "".join(datagen.sql(model, self.engine, rows, seed=SEED)).encode()
+        path = f"/var/tmp/dbzfs-bench-{model}-{self.engine}.sql"
+        self.g.upload(sql, path)
+        out = []
+        tuned = self.variants[0]
+        for algorithm in report.COMPRESSIONS:
+            datasets = {name: {**props, "compression": algorithm} for name, props in tuned.datasets.items()}
+            variant = replace(tuned, name=f"tuned, compression={algorithm}", datasets=datasets)
+            self.build(variant)
+            self.g.run("empty server", guest.new_database(self.engine, variant.directories), quiet=True)
+            self.g.run("server started", guest.start(self.engine), quiet=True)
+            loaded = self.g.run("load", guest.sql_load(self.engine, path, self.pool), quiet=True)
+            seconds = float(loaded.split()[-1])
+            self.g.run("server stopped", guest.stop(self.engine), quiet=True)
+            parent = f"{self.pool}/{next(iter(tuned.datasets))}"
+            zfs_get = self.g.run("zfs get", guest.compression_readings(parent, self.pool), quiet=True)
+            row = {
+                "engine": self.engine,
+                "model": model,
+                "compression": algorithm,
+                **measure.compression_figures(zfs_get, parent),
+                "load_seconds": seconds,
+            }
+            self.log(
+                f"    {algorithm:10} {row['compressratio']:.2f}x, {row['logical_bytes'] / MIB:.1f} MiB -> "
+                f"{row['physical_bytes'] / MIB:.1f} MiB, loaded in {seconds:.1f} s"
+            )
+            out.append(row)
+        return out
+
+    def run(self) -> tuple[dict, list[dict]]:
+        self.kernel_names = self.g.run("drives", guest.drive_names(self.drives), quiet=True).split()
+        self.golden()
+        measured = {
+            "variants": {v.name: v.description for v in self.variants},
+            "workloads": self.rounds(),
+        }
+        rows = self.compression()
+        self.g.run("storage torn down", guest.teardown(self.drives), quiet=True)
+        removed = guest.script(f"rm -rf {guest.GOLDEN_DIR}/{self.engine}")
+        self.g.run("saved data set removed", removed, quiet=True)
+        return measured, rows
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+
+def machine(vm: definition.VM) -> dict:
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    return {
+        "host": platform.node(),
+        "cpu": f"{cpu}, {os.cpu_count()} cores",
+        "ram_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB, 1),
+        "vm": f"{vm.name}: qemu TCG, {vm.vcpus} vCPU, {vm.memory} MiB, {vm.drive_count} NVMe drives of "
+        f"{vm.drive_size // MIB} MiB",
+    }
+
+
+def bench(engines: list[str], sizes: Sizes, out: Path, command: str, log: Log = print) -> Path:
+    lab = definition.load()
+    vm = lab.vm(VM_NAME)
+    booted = not vmmod.pid(vm)
+    t0 = time.monotonic()
+    control.up(lab, [VM_NAME], log=log)
+    try:
+        g = Guest(vm, log)
+        log("==> packages: both engines, sysbench, mdadm")
+        g.run("apt-get install", guest.packages(), timeout=3600)
+        results = {
+            "machine": machine(vm),
+            "command": command,
+            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "sizes": sizes.__dict__,
+            "engines": {},
+            "compression": [],
+        }
+        for engine in engines:
+            measured, rows = EngineBench(g, engine, sizes, log).run()
+            results["engines"][engine] = measured
+            results["compression"] += rows
+        results["seconds"] = round(time.monotonic() - t0)
+    finally:
+        if booted:
+            control.down(lab, [VM_NAME], log=log)
+    path = report.write_report(results, out)
+    log(f"==> report: {path} ({time.monotonic() - t0:.0f} s)")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="./dbzfs bench", description=__doc__.strip().split("\n\n")[0])
+    parser.add_argument("--engine", choices=variants.ENGINES, action="append", help="default: both")
+    parser.add_argument("--quick", action="store_true", help="one short run of each variant: proves it works")
+    parser.add_argument("--out", type=Path, help="the report folder (default: bench/reports/<date>[-quick])")
+    args = parser.parse_args(argv)
+    engines = args.engine or list(variants.ENGINES)
+    sizes = QUICK if args.quick else FULL
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    out = args.out or (REPORTS / f"{stamp}{'-quick' if args.quick else ''}")
+    command = "./dbzfs bench" + "".join(f" --engine {e}" for e in args.engine or [])
+    command += " --quick" if args.quick else ""
+    try:
+        bench(engines, sizes, out, command)
+    except BenchError as e:
+        print(f"==> bench FAILED: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""bench/guest.py's scripts (what the benchmark runs on its VM) and bench/run.py's pure parts:
+every script parses as bash, and each variant's storage is built from its own data only."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from bench import guest, run, variants
+from lab import definition
+
+VM = definition.load().vm(run.VM_NAME)
+DATA = run.host_data(VM)
+DRIVES = run.drive_paths(VM)
+
+
+def by_name(engine):
+    return {v.name: v for v in variants.variants(engine, DATA)}
+
+
+def bash_parses(text):
+    result = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return text
+
+
+def every_script():
+    for engine in variants.ENGINES:
+        for v in variants.variants(engine, DATA):
+            yield (
+                f"{engine}/{v.name}/storage",
+                (
+                    guest.zfs_storage(v, "dbpool", DRIVES, run.module_params(v, DATA))
+                    if v.storage == "zfs"
+                    else guest.md_storage(v, DRIVES)
+                ),
+            )
+            yield f"{engine}/{v.name}/config", guest.server_config(v, variants.variant_config(v, DATA))
+            yield f"{engine}/{v.name}/caches", guest.cold_caches(v, "dbpool")
+            yield f"{engine}/{v.name}/flushed", guest.flushed(engine, v.storage, "dbpool")
+        tuned = variants.variants(engine, DATA)[0]
+        yield f"{engine}/new", guest.new_database(engine, tuned.directories)
+        yield f"{engine}/start", guest.start(engine)
+        yield f"{engine}/stop", guest.stop(engine)
+        yield f"{engine}/readings", guest.readings(engine)
+        yield f"{engine}/save", guest.save_golden(engine, tuned.directories)
+        yield f"{engine}/restore", guest.restore_golden(engine, tuned.directories)
+        yield f"{engine}/sql_load", guest.sql_load(engine, "/var/tmp/x.sql", "dbpool")
+    yield "packages", guest.packages()
+    yield "teardown", guest.teardown(DRIVES)
+    yield "drives", guest.drive_names(DRIVES)
+    yield "sysbench prepare", guest.sysbench_prepare(2, 100, 1)
+    yield "sysbench run", guest.sysbench_run("oltp_write_only", 2, 100, 10, 4, 1)
+    yield "pgbench init", guest.pgbench_init(1)
+    yield "pgbench run", guest.pgbench_run(100, 4, 1)
+
+
+@pytest.mark.parametrize("name,text", list(every_script()), ids=[n for n, _ in every_script()])
+def test_every_script_is_bash_that_stops_at_the_first_error(name, text):
+    bash_parses(text)
+    assert text.startswith("set -euo pipefail\n")
+
+
+def test_the_bench_vm_is_sized_as_deploy_sizes_a_2_gib_host():
+    assert DATA["hardware"] == {"ram_bytes": 2 * 1024**3, "cpus": 1}
+    assert len(DRIVES) == 24 and DRIVES[0] == "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_bench1-nvme00"
+
+
+def test_mirrors_and_spares():
+    assert guest.mirror_vdevs(["a", "b", "c", "d", "e"], 2, 1) == [
+        "mirror",
+        "a",
+        "b",
+        "mirror",
+        "c",
+        "d",
+        "spare",
+        "e",
+    ]
+    with pytest.raises(ValueError, match="3 drives do not make mirrors of 2"):
+        guest.mirror_vdevs(["a", "b", "c"], 2, 0)
+
+
+def test_tuned_storage_is_the_pool_and_datasets_deploy_converges():
+    text = guest.zfs_storage(
+        by_name("mariadb")["tuned"], "dbpool", DRIVES, {"zfs_arc_max": 1, "zfs_prefetch_disable": 1}
+    )
+    lines = text.splitlines()
+    assert "echo 1 > /sys/module/zfs/parameters/zfs_prefetch_disable" in lines
+    create = next(line for line in lines if line.startswith("zpool create"))
+    assert create.startswith("zpool create -o ashift=12 -o autoreplace=on -o autotrim=on dbpool mirror ")
+    assert create.count(" mirror ") == 12 and " spare " not in create
+    assert (
+        "zfs create -o mountpoint=/datastore/mysql -o recordsize=16k -o logbias=throughput "
+        "-o redundant_metadata=most -o primarycache=metadata dbpool/datastore/mysql"
+    ) in lines
+
+
+def test_zfs_defaults_name_no_property_but_the_mountpoint_and_put_prefetch_back():
+    v = by_name("postgresql")["zfs-defaults"]
+    params = run.module_params(v, DATA)
+    assert params["zfs_prefetch_disable"] == 0 and params["zfs_arc_max"] > 0
+    lines = guest.zfs_storage(v, "dbpool", DRIVES, params).splitlines()
+    create = next(line for line in lines if line.startswith("zpool create"))
+    assert create.startswith("zpool create dbpool mirror ")
+    assert [line for line in lines if line.startswith("zfs create")] == [
+        "zfs create -o mountpoint=/datastore dbpool/datastore"
+    ]
+
+
+def test_md_ext4_is_raid10_near_2_over_every_drive_with_ext4_defaults():
+    text = guest.md_storage(by_name("mariadb")["md-ext4"], DRIVES)
+    assert "--level=10 --layout=n2 --raid-devices=24 " in text and "--assume-clean" in text
+    assert "mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 /dev/md/bench" in text
+    assert "mount -o defaults /dev/md/bench /datastore" in text
+
+
+def test_the_config_goes_where_the_server_reads_it_with_its_directories():
+    v = by_name("postgresql")["tuned+full_page_writes"]
+    text = guest.server_config(v, variants.variant_config(v, DATA))
+    assert "cat > /etc/postgresql/15/main/postgresql.conf <<'DBZFS_BENCH_CONFIG'" in text
+    assert "full_page_writes = on" in text
+    assert "install -d -m 0700 -o postgres -g postgres /datastore/postgresql-wal/15/main" in text
+    v = by_name("mariadb")["tuned"]
+    text = guest.server_config(v, variants.variant_config(v, DATA))
+    assert (
+        "cat > /etc/mysql/mariadb.conf.d/90-dbzfs.cnf" in text
+        and "server_id                      = 1" in text
+    )
+    assert "install -d -m 0700 -o mysql -g mysql /datastore/mysql-log/redo" in text
+
+
+def test_readings_and_pgbench_output_split():
+    sep = guest.SEPARATOR + "\n"
+    assert guest.split_readings(f"disk\n{sep}stat\n{sep}counters\n") == ("disk\n", "stat\n", "counters\n")
+    report, logs = guest.split_pgbench(f"report\n{sep}log one\n{sep}log two\n{sep}")
+    assert report == "report\n" and logs == ["log one\n", "log two\n"]
+    with pytest.raises(ValueError, match="no log file"):
+        guest.split_pgbench("report\n")
+
+
+def test_a_sql_load_prints_its_seconds():
+    result = subprocess.run(
+        [
+            "bash",
+            "-c",
+            "t0=$EPOCHREALTIME; sleep 0.2; awk -v t0=$t0 -v t1=$EPOCHREALTIME "
+            "'BEGIN {printf \"%.3f\\n\", t1 - t0}'",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert 0.2 <= float(result.stdout) < 2
+    assert "awk -v t0=$t0 -v t1=$EPOCHREALTIME 'BEGIN {printf \"%.3f\\n\", t1 - t0}'" in guest.sql_load(
+        "mariadb", "/x", "dbpool"
+    )
