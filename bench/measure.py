@@ -346,3 +346,14 @@ def compression_figures(zfs_get: str, dataset: str) -> dict:
         "logical_bytes": int(props["logicalused"]),
         "physical_bytes": int(props["used"]),
     }
+
+
+def compression_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict:
+    """What a load added to a dataset (`compression_figures` before and after it): its logical and
+    physical bytes, and their ratio, so that what the empty server had written (system tables,
+    preallocated files) does not dilute the loaded data's ratio."""
+    logical = after["logical_bytes"] - before["logical_bytes"]
+    physical = after["physical_bytes"] - before["physical_bytes"]
+    if logical <= 0 or physical <= 0:
+        raise ValueError(f"the load added no data: {logical} logical, {physical} physical bytes")
+    return {"compressratio": logical / physical, "logical_bytes": logical, "physical_bytes": physical}

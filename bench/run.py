@@ -204,6 +204,7 @@ class EngineBench:
         self.g.run("data restored", guest.restore_golden(self.engine, variant.directories), quiet=True)
         self.g.run("caches emptied", guest.cold_caches(variant, self.pool), quiet=True)
         self.g.run("server started", guest.start(self.engine), quiet=True)
+        t_load = time.monotonic()
         before = guest.split_readings(self.g.run("readings", guest.readings(self.engine), quiet=True))
         if self.engine == "mariadb":
             load_script = guest.sysbench_run(
@@ -216,7 +217,9 @@ class EngineBench:
             out = self.g.run("load", load_script, timeout=6 * 3600, quiet=True)
             text, logs = guest.split_pgbench(out)
             load = measure.parse_pgbench(text, logs)
+        t_flush = time.monotonic()
         self.g.run("flushed", guest.flushed(self.engine, variant.storage, self.pool), quiet=True)
+        t_flushed = time.monotonic()
         after = guest.split_readings(self.g.run("readings", guest.readings(self.engine), quiet=True))
         self.g.run("server stopped", guest.stop(self.engine), quiet=True)
         figures = measure.run_figures(
@@ -228,7 +231,8 @@ class EngineBench:
         self.log(
             f"    {workload:16} {variant.name:24} {load.transactions} txn, "
             f"{figures['bytes_per_transaction'] / 1024:.1f} KiB written per txn, {load.tps:.1f} tps "
-            f"({time.monotonic() - t0:.0f} s)"
+            f"({time.monotonic() - t0:.0f} s: {t_load - t0:.0f} s to build, load {t_flush - t_load:.0f} s, "
+            f"flush {t_flushed - t_flush:.0f} s)"
         )
         return figures
 
@@ -256,16 +260,15 @@ class EngineBench:
             self.build(variant)
             self.g.run("empty server", guest.new_database(self.engine, variant.directories), quiet=True)
             self.g.run("server started", guest.start(self.engine), quiet=True)
+            before = self.data_dataset_figures(tuned)
             loaded = self.g.run("load", guest.sql_load(self.engine, path, self.pool), quiet=True)
             seconds = float(loaded.split()[-1])
             self.g.run("server stopped", guest.stop(self.engine), quiet=True)
-            parent = f"{self.pool}/{next(iter(tuned.datasets))}"
-            zfs_get = self.g.run("zfs get", guest.compression_readings(parent, self.pool), quiet=True)
             row = {
                 "engine": self.engine,
                 "model": model,
                 "compression": algorithm,
-                **measure.compression_figures(zfs_get, parent),
+                **measure.compression_delta(before, self.data_dataset_figures(tuned)),
                 "load_seconds": seconds,
             }
             self.log(
@@ -274,6 +277,12 @@ class EngineBench:
             )
             out.append(row)
         return out
+
+    def data_dataset_figures(self, tuned: variants.Variant) -> dict:
+        data = next(n for n, p in tuned.datasets.items() if p.get("mountpoint") == tuned.directories["data"])
+        dataset = f"{self.pool}/{data}"
+        zfs_get = self.g.run("zfs get", guest.compression_readings(dataset, self.pool), quiet=True)
+        return measure.compression_figures(zfs_get, dataset)
 
     def run(self) -> tuple[dict, list[dict]]:
         self.kernel_names = self.g.run("drives", guest.drive_names(self.drives), quiet=True).split()

@@ -156,3 +156,17 @@ def test_a_sql_load_prints_its_seconds():
     assert "awk -v t0=$t0 -v t1=$EPOCHREALTIME 'BEGIN {printf \"%.3f\\n\", t1 - t0}'" in guest.sql_load(
         "mariadb", "/x", "dbpool"
     )
+
+
+def test_the_compression_figures_are_what_the_load_added():
+    from bench import measure
+
+    empty = {"compressratio": 5.0, "logical_bytes": 10_000, "physical_bytes": 2_000}
+    loaded = {"compressratio": 2.5, "logical_bytes": 310_000, "physical_bytes": 102_000}
+    assert measure.compression_delta(empty, loaded) == {
+        "compressratio": 3.0,
+        "logical_bytes": 300_000,
+        "physical_bytes": 100_000,
+    }
+    with pytest.raises(ValueError, match="the load added no data"):
+        measure.compression_delta(loaded, loaded)
