@@ -89,8 +89,18 @@ def check_complete(results: dict) -> None:
         if not results.get(key):
             raise IncompleteResults(f"results: {key} is missing")
     engines = results.get("engines") or {}
-    if not engines:
-        raise IncompleteResults("results: no engine was measured")
+    converge = results.get("converge") or []
+    if not engines and not converge:
+        raise IncompleteResults("results: no engine was measured and no converge timed")
+    for run in converge:
+        where = f"converge {run.get('name')!r}"
+        _number(run.get("wall_seconds"), f"{where}: wall_seconds")
+        _number(run.get("operations"), f"{where}: operations")
+        if not run.get("hosts"):
+            raise IncompleteResults(f"{where}: no host")
+        for host, figures in run["hosts"].items():
+            for key in ("operations", "changed", "seconds"):
+                _number(figures.get(key), f"{where}: {host}.{key}")
     for engine, measured in engines.items():
         if engine not in measure.COUNTERS:
             raise IncompleteResults(f"results: unknown engine {engine!r}")
@@ -221,6 +231,19 @@ def _compression_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _converge_table(runs: list[dict]) -> list[str]:
+    hosts = sorted({host for run in runs for host in run["hosts"]})
+    head = ["run", "wall (s)", "host-operations (changed)", *(f"{h} (s, operations)" for h in hosts)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for run in runs:
+        cells = [run["name"], f"{run['wall_seconds']:.0f}", f"{run['operations']} ({run['changed']})"]
+        for h in hosts:
+            fig = run["hosts"].get(h)
+            cells.append(f"{fig['seconds']:.0f} s, {fig['operations']}" if fig else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def _machine_text(machine: object) -> str:
     if isinstance(machine, dict):
         return ", ".join(f"{key}: {value}" for key, value in machine.items())
@@ -240,10 +263,13 @@ def markdown(results: dict, figures: dict) -> str:
         "written are what the pool's member drives wrote (both sides of each mirror), per committed "
         f"transaction. TPS is a ratio to `{BASELINE}` in the same run: under emulation an absolute "
         "speed says nothing about real hardware.",
-        "",
-        f"![bytes written per transaction]({CHARTS['bytes']})",
-        f"![TPS relative to {BASELINE}]({CHARTS['tps']})",
     ]
+    if results["engines"]:
+        lines += [
+            "",
+            f"![bytes written per transaction]({CHARTS['bytes']})",
+            f"![TPS relative to {BASELINE}]({CHARTS['tps']})",
+        ]
     for engine, measured in results["engines"].items():
         lines += ["", f"## {ENGINE_LABELS[engine]}", ""]
         lines += [f"- `{name}`: {description}" for name, description in measured["variants"].items()]
@@ -259,6 +285,17 @@ def markdown(results: dict, figures: dict) -> str:
             "",
         ]
         lines += _compression_table(results["compression"])
+    if results.get("converge"):
+        lines += [
+            "",
+            "## Converge cost",
+            "",
+            "The lab's VMs from fresh images, `pyinfra inventories/lab.py deploy.py` under "
+            "lab/converge_profile.py: wall time, and per host the seconds its operations and fact "
+            "reads took, with its operations.",
+            "",
+        ]
+        lines += _converge_table(results["converge"])
     return "\n".join(lines) + "\n"
 
 
@@ -313,7 +350,8 @@ def write_report(results: dict, folder: Path) -> Path:
         for engine, measured in results["engines"].items()
         for workload, by_variant in measured["workloads"].items()
     }
-    charts(folder, figures)
+    if figures:
+        charts(folder, figures)
     report = folder / "report.md"
     report.write_text(markdown(results, figures))
     return report

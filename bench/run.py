@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import datagen, guest, measure, report, variants
+from bench import converge_cost, datagen, guest, measure, report, variants
 from lab import control, definition, vm as vmmod
 
 GIB = 1024**3
@@ -316,7 +316,35 @@ def machine(vm: definition.VM) -> dict:
     }
 
 
-def bench(engines: list[str], sizes: Sizes, out: Path, command: str, log: Log = print) -> Path:
+def progress(text: str) -> None:
+    print(text, flush=True)  # a pipe or a file as well as a terminal: progress as it happens
+
+
+def new_results(vm: definition.VM, command: str, sizes: Sizes | None) -> dict:
+    return {
+        "machine": machine(vm),
+        "command": command,
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "sizes": sizes.__dict__ if sizes else None,
+        "engines": {},
+        "compression": [],
+    }
+
+
+def converge_only(out: Path, command: str, log: Log = progress) -> Path:
+    t0 = time.monotonic()
+    lab = definition.load()
+    results = new_results(lab.vm(lab.names[0]), command, None)
+    results["machine"]["vm"] = ", ".join(
+        f"{vm.name}: {vm.vcpus} vCPU, {vm.memory} MiB, {vm.drive_count} drives" for vm in lab.vms.values()
+    )
+    results["converge"] = converge_cost.measure(log)
+    path = report.write_report(results, out)
+    log(f"==> report: {path} ({time.monotonic() - t0:.0f} s)")
+    return path
+
+
+def bench(engines: list[str], sizes: Sizes, out: Path, command: str, log: Log = progress) -> Path:
     lab = definition.load()
     vm = lab.vm(VM_NAME)
     booted = not vmmod.pid(vm)
@@ -326,14 +354,7 @@ def bench(engines: list[str], sizes: Sizes, out: Path, command: str, log: Log = 
         g = Guest(vm, log)
         log("==> packages: both engines, sysbench, mdadm")
         g.run("apt-get install", guest.packages(), timeout=3600)
-        results = {
-            "machine": machine(vm),
-            "command": command,
-            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "sizes": sizes.__dict__,
-            "engines": {},
-            "compression": [],
-        }
+        results = new_results(vm, command, sizes)
         for engine in engines:
             measured, rows = EngineBench(g, engine, sizes, log).run()
             results["engines"][engine] = measured
@@ -351,8 +372,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="./dbzfs bench", description=__doc__.strip().split("\n\n")[0])
     parser.add_argument("--engine", choices=variants.ENGINES, action="append", help="default: both")
     parser.add_argument("--quick", action="store_true", help="one short run of each variant: proves it works")
+    parser.add_argument(
+        "--converge",
+        action="store_true",
+        help="instead: the converge cost (the lab's VMs wiped; --dry, first, no-op, no-op --dry)",
+    )
     parser.add_argument("--out", type=Path, help="the report folder (default: bench/reports/<date>[-quick])")
     args = parser.parse_args(argv)
+    if args.converge:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        try:
+            converge_only(args.out or REPORTS / f"{stamp}-converge", "./dbzfs bench --converge")
+        except RuntimeError as e:
+            print(f"==> bench FAILED: {e}", file=sys.stderr)
+            return 1
+        return 0
     engines = args.engine or list(variants.ENGINES)
     sizes = QUICK if args.quick else FULL
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
