@@ -11,12 +11,12 @@ from bench import guest, run, variants
 from lab import definition
 
 VM = definition.load().vm(run.VM_NAME)
-DATA = run.host_data(VM)
+DATA = {engine: run.host_data(VM, engine) for engine in variants.ENGINES}
 DRIVES = run.drive_paths(VM)
 
 
 def by_name(engine):
-    return {v.name: v for v in variants.variants(engine, DATA)}
+    return {v.name: v for v in variants.variants(engine, DATA[engine])}
 
 
 def bash_parses(text):
@@ -27,19 +27,22 @@ def bash_parses(text):
 
 def every_script():
     for engine in variants.ENGINES:
-        for v in variants.variants(engine, DATA):
+        for v in variants.variants(engine, DATA[engine]):
             yield (
                 f"{engine}/{v.name}/storage",
                 (
-                    guest.zfs_storage(v, "dbpool", DRIVES, run.module_params(v, DATA))
+                    guest.zfs_storage(v, "dbpool", DRIVES, run.module_params(v, DATA[engine]))
                     if v.storage == "zfs"
                     else guest.md_storage(v, DRIVES)
                 ),
             )
-            yield f"{engine}/{v.name}/config", guest.server_config(v, variants.variant_config(v, DATA))
+            yield (
+                f"{engine}/{v.name}/config",
+                guest.server_config(v, variants.variant_config(v, DATA[engine])),
+            )
             yield f"{engine}/{v.name}/caches", guest.cold_caches(v, "dbpool")
             yield f"{engine}/{v.name}/flushed", guest.flushed(engine, v.storage, "dbpool")
-        tuned = variants.variants(engine, DATA)[0]
+        tuned = variants.variants(engine, DATA[engine])[0]
         yield f"{engine}/new", guest.new_database(engine, tuned.directories)
         yield f"{engine}/start", guest.start(engine)
         yield f"{engine}/stop", guest.stop(engine)
@@ -63,7 +66,9 @@ def test_every_script_is_bash_that_stops_at_the_first_error(name, text):
 
 
 def test_the_bench_vm_is_sized_as_deploy_sizes_a_2_gib_host():
-    assert DATA["hardware"] == {"ram_bytes": 2 * 1024**3, "cpus": 1}
+    assert DATA["mariadb"]["hardware"] == {"ram_bytes": 2 * 1024**3, "cpus": 1}
+    assert DATA["mariadb"]["db_settings"] == {"innodb_buffer_pool_size": "256M"}
+    assert DATA["postgresql"]["db_settings"] == {"shared_buffers": "128MB"}
     assert len(DRIVES) == 24 and DRIVES[0] == "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_bench1-nvme00"
 
 
@@ -99,7 +104,7 @@ def test_tuned_storage_is_the_pool_and_datasets_deploy_converges():
 
 def test_zfs_defaults_name_no_property_but_the_mountpoint_and_put_prefetch_back():
     v = by_name("postgresql")["zfs-defaults"]
-    params = run.module_params(v, DATA)
+    params = run.module_params(v, DATA["postgresql"])
     assert params["zfs_prefetch_disable"] == 0 and params["zfs_arc_max"] > 0
     lines = guest.zfs_storage(v, "dbpool", DRIVES, params).splitlines()
     create = next(line for line in lines if line.startswith("zpool create"))
@@ -118,12 +123,14 @@ def test_md_ext4_is_raid10_near_2_over_every_drive_with_ext4_defaults():
 
 def test_the_config_goes_where_the_server_reads_it_with_its_directories():
     v = by_name("postgresql")["tuned+full_page_writes"]
-    text = guest.server_config(v, variants.variant_config(v, DATA))
+    text = guest.server_config(v, variants.variant_config(v, DATA["postgresql"]))
+    assert "shared_buffers = '128MB'" in text
     assert "cat > /etc/postgresql/15/main/postgresql.conf <<'DBZFS_BENCH_CONFIG'" in text
     assert "full_page_writes = on" in text
     assert "install -d -m 0700 -o postgres -g postgres /datastore/postgresql-wal/15/main" in text
     v = by_name("mariadb")["tuned"]
-    text = guest.server_config(v, variants.variant_config(v, DATA))
+    text = guest.server_config(v, variants.variant_config(v, DATA["mariadb"]))
+    assert "innodb_buffer_pool_size        = 256M" in text
     assert (
         "cat > /etc/mysql/mariadb.conf.d/90-dbzfs.cnf" in text
         and "server_id                      = 1" in text
