@@ -103,6 +103,7 @@ class Guest:
 
     def __init__(self, vm: definition.VM, log: Log):
         self.vm, self.log = vm, log
+        self.steps: list[tuple[str, float]] = []  # (what, seconds) of every step run
 
     def run(self, what: str, script: str, timeout: float = 3600, quiet: bool = False) -> str:
         if not quiet:
@@ -118,6 +119,7 @@ class Guest:
             )
         except subprocess.TimeoutExpired as e:
             raise BenchError(f"{self.vm.name}: {what}: no answer after {timeout:.0f} s") from e
+        self.steps.append((what, time.monotonic() - t0))
         if result.returncode != 0:
             raise BenchError(
                 f"{self.vm.name}: {what} failed (exit {result.returncode}, after "
@@ -208,6 +210,7 @@ class EngineBench:
     def one_run(self, workload: str, variant: variants.Variant) -> dict:
         s = self.sizes
         t0 = time.monotonic()
+        first_step = len(self.g.steps)
         self.build(variant)
         self.g.run("data restored", guest.restore_golden(self.engine, variant.directories), quiet=True)
         self.g.run("caches emptied", guest.cold_caches(variant, self.pool), quiet=True)
@@ -242,6 +245,8 @@ class EngineBench:
             f"({time.monotonic() - t0:.0f} s: {t_load - t0:.0f} s to build, load {t_flush - t_load:.0f} s, "
             f"flush {t_flushed - t_flush:.0f} s)"
         )
+        steps = self.g.steps[first_step:]
+        self.log("      steps: " + ", ".join(f"{what} {sec:.0f} s" for what, sec in steps))
         return figures
 
     def rounds(self) -> dict:

@@ -10,8 +10,8 @@ Every other variant is described as a change to it:
 
 - `zfs-defaults`: the same striped mirrors and spares, created with no pool properties, and one
   dataset with only a mountpoint (what `zpool create` and `zfs create` leave: recordsize 128k,
-  compression off, primarycache all); the ZFS module's own prefetch; the engine's stock storage
-  settings.
+  compression on, which is lz4 in the OpenZFS 2.3 the hosts run, primarycache all); the ZFS
+  module's own prefetch; the engine's stock storage settings.
 - `md-ext4`: Linux md RAID10 (near-2 copies: mirrors striped, as the pool) over the same drives,
   the same spares as md spares, ext4 with mkfs's and mount's defaults; stock storage settings.
 - ablations: `tuned` with one setting put back to its default, so that each gain is attributed.
@@ -182,7 +182,8 @@ def _zfs_defaults(cfg: HostConfig, tuned: Variant) -> Variant:
         name="zfs-defaults",
         engine=cfg.engine,
         storage="zfs",
-        description="the same mirrors, no pool or dataset properties (recordsize 128k, compression off), "
+        description="the same mirrors, no pool or dataset properties (recordsize 128k, compression on: "
+        "lz4 in OpenZFS 2.3), "
         "the engine's stock storage settings",
         pool={"mirror_width": tuned.pool["mirror_width"], "spares": tuned.pool["spares"], "properties": {}},
         datasets={parent: {"mountpoint": cfg.mountpoint(parent)}},
