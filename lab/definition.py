@@ -422,9 +422,7 @@ def _check(raw: object) -> Lab:
                     fix="keep {vm} in drive_serial",
                 )
             owner[serial] = vm.name
-    return Lab(
-        vms=vms, image=image, network=network, bare=bare, joining=joining, backup=backup, bench=bench
-    )
+    return Lab(vms=vms, image=image, network=network, bare=bare, joining=joining, backup=backup, bench=bench)
 
 
 def _check_image(image: dict) -> None:
