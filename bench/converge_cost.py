@@ -26,15 +26,17 @@ RUNS = (
 
 
 def figures(profile: dict, wall: float, rc: int) -> dict:
-    """Per host: the operations run, the changed ones, and the seconds its operations and fact
-    reads took (what that host waited for); in total: the wall time and the sums."""
-    hosts: dict[str, dict] = defaultdict(lambda: {"operations": 0, "changed": 0, "seconds": 0.0})
+    """Per host: the operations run (none under --dry, which only reads facts), the changed ones,
+    the fact reads, and the seconds its operations and fact reads took (what that host waited
+    for); in total: the wall time and the sums."""
+    hosts: dict[str, dict] = defaultdict(lambda: {"operations": 0, "changed": 0, "facts": 0, "seconds": 0.0})
     for op in profile["operations"]:
         h = hosts[op["host"]]
         h["operations"] += 1
         h["changed"] += bool(op["changed"])
         h["seconds"] += op["s"]
     for fact in profile["facts"]:
+        hosts[fact["host"]]["facts"] += 1
         hosts[fact["host"]]["seconds"] += fact["s"]
     hosts = {name: {**h, "seconds": round(h["seconds"], 1)} for name, h in sorted(hosts.items())}
     return {
@@ -42,6 +44,7 @@ def figures(profile: dict, wall: float, rc: int) -> dict:
         "wall_seconds": round(wall, 1),
         "operations": sum(h["operations"] for h in hosts.values()),
         "changed": sum(h["changed"] for h in hosts.values()),
+        "facts": sum(h["facts"] for h in hosts.values()),
         "hosts": hosts,
     }
 
@@ -65,7 +68,8 @@ def measure(log: Callable[[str], None]) -> list[dict]:
                 "-m",
                 "lab.converge_profile",
                 str(profile_path),
-                "-y",
+                # -y skips pyinfra's change detection, which is all that --dry shows
+                *([] if "--dry" in args else ["-y"]),
                 str(control.INVENTORY),
                 *args,
                 "deploy.py",
@@ -76,6 +80,7 @@ def measure(log: Callable[[str], None]) -> list[dict]:
                 argv, cwd=control.REPO, env=control.lab_env(), capture_output=True, text=True
             )
             wall = time.monotonic() - t0
+            profile_path.with_suffix(".log").write_text(result.stdout + result.stderr)
             if result.returncode != 0:
                 raise RuntimeError(f"{name}: pyinfra exit {result.returncode}:\n{result.stderr[-3000:]}")
             row = {"name": name, **figures(json.loads(profile_path.read_text()), wall, result.returncode)}

@@ -233,10 +233,21 @@ def _compression_table(rows: list[dict]) -> list[str]:
 
 def _converge_table(runs: list[dict]) -> list[str]:
     hosts = sorted({host for run in runs for host in run["hosts"]})
-    head = ["run", "wall (s)", "host-operations (changed)", *(f"{h} (s, operations)" for h in hosts)]
+    head = [
+        "run",
+        "wall (s)",
+        "host-operations (changed)",
+        "fact reads",
+        *(f"{h} (s, operations)" for h in hosts),
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for run in runs:
-        cells = [run["name"], f"{run['wall_seconds']:.0f}", f"{run['operations']} ({run['changed']})"]
+        cells = [
+            run["name"],
+            f"{run['wall_seconds']:.0f}",
+            f"{run['operations']} ({run['changed']})",
+            str(run.get("facts", "-")),
+        ]
         for h in hosts:
             fig = run["hosts"].get(h)
             cells.append(f"{fig['seconds']:.0f} s, {fig['operations']}" if fig else "-")
@@ -292,7 +303,8 @@ def markdown(results: dict, figures: dict) -> str:
             "",
             "The lab's VMs from fresh images, `pyinfra inventories/lab.py deploy.py` under "
             "lab/converge_profile.py: wall time, and per host the seconds its operations and fact "
-            "reads took, with its operations.",
+            "reads took, with its operations. A `--dry` run executes no operation: it reads the "
+            "facts and shows the changes it detects.",
             "",
         ]
         lines += _converge_table(results["converge"])

@@ -24,9 +24,10 @@ def test_per_host_operations_changes_and_seconds():
         "wall_seconds": 31.0,
         "operations": 3,
         "changed": 1,
+        "facts": 1,
         "hosts": {
-            "db1": {"operations": 2, "changed": 1, "seconds": 11.8},
-            "pg1": {"operations": 1, "changed": 0, "seconds": 12.5},
+            "db1": {"operations": 2, "changed": 1, "facts": 1, "seconds": 11.8},
+            "pg1": {"operations": 1, "changed": 0, "facts": 0, "seconds": 12.5},
         },
     }
 
@@ -46,7 +47,7 @@ def test_a_converge_only_report_has_its_table_and_no_chart(tmp_path):
     path = report.write_report(converge_results(), tmp_path)
     text = path.read_text()
     assert "## Converge cost" in text and ".png" not in text
-    assert "| first converge | 31 | 3 (1) | 12 s, 2 | 12 s, 1 |" in text
+    assert "| first converge | 31 | 3 (1) | 1 | 12 s, 2 | 12 s, 1 |" in text
     assert not list(tmp_path.glob("*.png"))
 
 
