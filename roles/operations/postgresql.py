@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Collection, Generator, Iterable
 
-from pyinfra import host, logger
+from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, HiddenValue, OperationError, QuoteString, StringCommand, operation
 
 from roles.facts.postgresql import (
@@ -227,6 +227,17 @@ def apply_config(
 # --- roles, databases, slots ------------------------------------------------------------------
 
 
+def _live(found: dict | None, what: str) -> dict:
+    """What the running server holds of `what`. A `--dry` plan for a host whose server is not
+    installed or started yet (a first converge) proposes every object as new; a real run needs
+    the server, which the steps before start."""
+    if found is not None:
+        return found
+    if state.is_executing:
+        raise OperationError(f"PostgreSQL is not running: cannot manage {what}")
+    return {}
+
+
 @operation()
 def login_role(
     role_name: str, password: HiddenValue | str, replication: bool = False
@@ -238,9 +249,7 @@ def login_role(
     if not password:
         raise OperationError(f"role {role_name}: no password given (check the secrets)")
     password = reveal(password)
-    roles = host.get_fact(PostgresqlRoles)
-    if roles is None:
-        raise OperationError("PostgreSQL is not running: cannot manage roles")
+    roles = _live(host.get_fact(PostgresqlRoles), "roles")
     current = roles.get(role_name)
     attrs = "LOGIN " + ("REPLICATION" if replication else "NOREPLICATION")
     if current is None:
@@ -269,9 +278,7 @@ def monitoring_role(role_name: str, member_of: str = "pg_monitor") -> Generator[
     authentication, as the Unix user of the same name), never SUPERUSER or REPLICATION, member of
     `member_of` (pg_monitor: read the statistics views and settings, nothing else).
     """
-    roles = host.get_fact(PostgresqlRoles)
-    if roles is None:
-        raise OperationError("PostgreSQL is not running: cannot manage roles")
+    roles = _live(host.get_fact(PostgresqlRoles), "roles")
     current = roles.get(role_name)
     who = quote_ident(role_name)
     attrs = "LOGIN NOSUPERUSER NOREPLICATION PASSWORD NULL"
@@ -296,9 +303,7 @@ def database(
     A database owned by `owner` (postgres when None) that only `connect` (and its owner and
     superusers) may connect to: CONNECT is revoked from PUBLIC.
     """
-    databases = host.get_fact(PostgresqlDatabases)
-    if databases is None:
-        raise OperationError("PostgreSQL is not running: cannot manage databases")
+    databases = _live(host.get_fact(PostgresqlDatabases), "databases")
     owner = owner or "postgres"
     db = quote_ident(database_name)
     statements = []
@@ -329,9 +334,7 @@ def database(
 @operation()
 def replication_slot(slot: str) -> Generator[StringCommand, None, None]:
     """A physical replication slot that reserves WAL from the moment it is created."""
-    slots = host.get_fact(PostgresqlReplicationSlots)
-    if slots is None:
-        raise OperationError("PostgreSQL is not running: cannot manage replication slots")
+    slots = _live(host.get_fact(PostgresqlReplicationSlots), "replication slots")
     if slot in slots:
         if slots[slot]["type"] != "physical":
             raise OperationError(f"slot {slot} exists but is {slots[slot]['type']}")

@@ -3,6 +3,7 @@ password in any command."""
 
 import hashlib
 import logging
+from types import SimpleNamespace
 
 import pytest
 from pyinfra.api import FileUploadCommand, OperationError
@@ -225,11 +226,38 @@ def test_application_role_has_no_replication():
     assert 'CREATE ROLE "app" WITH LOGIN NOREPLICATION NOSUPERUSER' in sql
 
 
-def test_role_needs_a_password_and_a_running_server():
+@pytest.fixture
+def executing(monkeypatch):
+    monkeypatch.setattr(pg, "state", SimpleNamespace(is_executing=True))
+
+
+@pytest.fixture
+def dry(monkeypatch):
+    monkeypatch.setattr(pg, "state", SimpleNamespace(is_executing=False))
+
+
+def test_role_needs_a_password_and_a_running_server(executing):
     with pytest.raises(OperationError, match="no password"):
         run_operation(pg.login_role, {PostgresqlRoles: {}}, "app", "")
-    with pytest.raises(OperationError, match="not running"):
+    with pytest.raises(OperationError, match="PostgreSQL is not running: cannot manage roles"):
         run_operation(pg.login_role, {PostgresqlRoles: None}, "app", "pw")
+    with pytest.raises(OperationError, match="cannot manage databases"):
+        run_operation(pg.database, {PostgresqlDatabases: None}, "app")
+    with pytest.raises(OperationError, match="cannot manage replication slots"):
+        run_operation(pg.replication_slot, {PostgresqlReplicationSlots: None}, "pg2")
+
+
+def test_a_dry_plan_before_the_server_exists_proposes_everything_new(dry):
+    """--dry on a first converge: the server is not installed yet, so its roles, databases and
+    slots are planned as created (a real run starts the server before these steps)."""
+    commands, objects, _ = commands_and_objects(pg.login_role, {PostgresqlRoles: None}, "app", "pw")
+    assert 'CREATE ROLE "app" WITH LOGIN NOREPLICATION' in uploaded(objects)[0]
+    commands, _ = run_operation(pg.monitoring_role, {PostgresqlRoles: None}, "prometheus")
+    assert 'CREATE ROLE "prometheus"' in commands[0]
+    commands, _ = run_operation(pg.database, {PostgresqlDatabases: None}, "app", owner="app")
+    assert 'CREATE DATABASE "app" OWNER "app";' in commands[0]
+    commands, _ = run_operation(pg.replication_slot, {PostgresqlReplicationSlots: None}, "pg2")
+    assert "pg_create_physical_replication_slot" in commands[0]
 
 
 # --- passfile -----------------------------------------------------------------------------
@@ -438,7 +466,7 @@ def test_monitoring_role_with_a_password_or_superuser_is_altered():
     assert 'ALTER ROLE "prometheus" WITH LOGIN NOSUPERUSER NOREPLICATION PASSWORD NULL' in command
 
 
-def test_monitoring_role_refuses_a_stopped_server():
+def test_monitoring_role_refuses_a_stopped_server(executing):
     with pytest.raises(OperationError, match="not running"):
         monitoring_commands(None)
 
