@@ -394,21 +394,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.converge:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        try:
-            converge_only(args.out or REPORTS / f"{stamp}-converge", "./dbzfs bench --converge")
-        except RuntimeError as e:
-            print(f"==> bench FAILED: {e}", file=sys.stderr)
-            return 1
-        return 0
+        return _reported(converge_only, args.out or REPORTS / f"{stamp}-converge", "./dbzfs bench --converge")
     engines = args.engine or list(variants.ENGINES)
     sizes = QUICK if args.quick else FULL
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     out = args.out or (REPORTS / f"{stamp}{'-quick' if args.quick else ''}")
     command = "./dbzfs bench" + "".join(f" --engine {e}" for e in args.engine or [])
     command += " --quick" if args.quick else ""
+    return _reported(bench, engines, sizes, out, command)
+
+
+def _reported(run: Callable[..., Path], *args: object) -> int:
+    """The run, its failure as one line naming what failed (a step on the VM, the lab, a figure
+    the tools did not print, an incomplete report), never a traceback."""
     try:
-        bench(engines, sizes, out, command)
-    except BenchError as e:
+        run(*args)
+    except (RuntimeError, ValueError) as e:  # BenchError, LabError, LabDefinitionError, parsers
         print(f"==> bench FAILED: {e}", file=sys.stderr)
         return 1
     return 0

@@ -177,3 +177,16 @@ def test_the_compression_figures_are_what_the_load_added():
     }
     with pytest.raises(ValueError, match="the load added no data"):
         measure.compression_delta(loaded, loaded)
+
+
+def test_a_failure_is_one_line_not_a_traceback(monkeypatch, capsys):
+    from lab.vm import LabError
+
+    def down(*args):
+        raise LabError("bench1: no ssh after 300 s (console: .lab/bench1/console.log)")
+
+    monkeypatch.setattr(run, "bench", down)
+    assert run.main(["--quick"]) == 1
+    assert capsys.readouterr().err == (
+        "==> bench FAILED: bench1: no ssh after 300 s (console: .lab/bench1/console.log)\n"
+    )
