@@ -16,6 +16,10 @@ command's own error, never a figure taken from a half-built variant.
     readings(engine)                /proc/diskstats, /proc/stat and the engine's write counters
     flushed(engine, pool)           every dirty page written back, the pool / filesystem synced
     save_golden / restore_golden    the loaded data set, kept on the root disk between variants
+    golden_key / saved_key          what the saved data set was loaded with (a run after an
+                                    interrupted one reuses it)
+    snapshot_start / rollback_start ZFS variants: the restored data set snapshotted, and rolled
+                                    back to for the variant's next workload (instead of a rebuild)
 """
 
 from __future__ import annotations
@@ -296,8 +300,9 @@ def flushed(engine: str, storage: str, pool: str, timeout: int = 1800) -> str:
     return script(*lines)
 
 
-def save_golden(engine: str, directories: Mapping[str, str]) -> str:
-    """The loaded data set (server stopped) copied to the root disk, to start every run from."""
+def save_golden(engine: str, directories: Mapping[str, str], key: str) -> str:
+    """The loaded data set (server stopped) copied to the root disk, to start every run from;
+    `key` (what it was loaded with) written last, so only a complete copy is ever reused."""
     dirs = engine_dirs(engine, directories)
     return script(
         f"rm -rf {GOLDEN_DIR}/{engine} && mkdir -p {GOLDEN_DIR}/{engine}",
@@ -306,6 +311,28 @@ def save_golden(engine: str, directories: Mapping[str, str]) -> str:
             for name, path in dirs.items()
             if name in ("data", "redo", "binlog", "wal")
         ),
+        "sync",
+        f"printf '%s\\n' {q(key)} > {GOLDEN_DIR}/{engine}/key",
+    )
+
+
+def saved_key(engine: str) -> str:
+    """Prints the key of the data set saved for `engine`, nothing when there is none."""
+    return script(f"cat {GOLDEN_DIR}/{engine}/key 2>/dev/null || true")
+
+
+def snapshot_start(pool: str) -> str:
+    """Every dataset of the pool snapshotted as restored, before the first workload's run."""
+    return script(f"zfs snapshot -r {q(pool)}@start")
+
+
+def rollback_start(pool: str) -> str:
+    """Every dataset of the pool back to its @start snapshot (the server stopped): the data set as
+    restored, for the next workload, without rebuilding the pool and copying it in again."""
+    return script(
+        f"for ds in $(zfs list -H -o name -t filesystem -r {q(pool)}); do",
+        '  zfs rollback "$ds@start"',
+        "done",
     )
 
 

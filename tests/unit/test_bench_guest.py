@@ -4,6 +4,7 @@ every script parses as bash, and each variant's storage is built from its own da
 from __future__ import annotations
 
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -47,9 +48,12 @@ def every_script():
         yield f"{engine}/start", guest.start(engine)
         yield f"{engine}/stop", guest.stop(engine)
         yield f"{engine}/readings", guest.readings(engine)
-        yield f"{engine}/save", guest.save_golden(engine, tuned.directories)
+        yield f"{engine}/save", guest.save_golden(engine, tuned.directories, "mariadb tables=2 rows=9")
+        yield f"{engine}/saved key", guest.saved_key(engine)
         yield f"{engine}/restore", guest.restore_golden(engine, tuned.directories)
         yield f"{engine}/sql_load", guest.sql_load(engine, "/var/tmp/x.sql", "dbpool")
+    yield "snapshot", guest.snapshot_start("dbpool")
+    yield "rollback", guest.rollback_start("dbpool")
     yield "packages", guest.packages()
     yield "teardown", guest.teardown(DRIVES)
     yield "drives", guest.drive_names(DRIVES)
@@ -66,7 +70,7 @@ def test_every_script_is_bash_that_stops_at_the_first_error(name, text):
 
 
 def test_the_bench_vm_is_sized_as_deploy_sizes_a_2_gib_host():
-    assert DATA["mariadb"]["hardware"] == {"ram_bytes": 2 * 1024**3, "cpus": 1}
+    assert DATA["mariadb"]["hardware"] == {"ram_bytes": 2 * 1024**3, "cpus": 2}
     assert DATA["mariadb"]["db_settings"] == {"innodb_buffer_pool_size": "256M"}
     assert DATA["postgresql"]["db_settings"] == {"shared_buffers": "128MB"}
     assert len(DRIVES) == 24 and DRIVES[0] == "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_bench1-nvme00"
@@ -190,3 +194,81 @@ def test_a_failure_is_one_line_not_a_traceback(monkeypatch, capsys):
     assert capsys.readouterr().err == (
         "==> bench FAILED: bench1: no ssh after 300 s (console: .lab/bench1/console.log)\n"
     )
+
+
+class FakeGuest:
+    """Records the steps a bench would run on its VM; `answers` maps a step to what it prints."""
+
+    def __init__(self, answers=None):
+        self.ran: list[str] = []
+        self.steps: list = []
+        self.answers = answers or {}
+
+    def run(self, what, script, timeout=3600, quiet=False):
+        self.ran.append(what)
+        return self.answers.get(what, "")
+
+
+def engine_bench(engine, guest_, sizes=run.QUICK):
+    b = run.EngineBench.__new__(run.EngineBench)
+    b.g, b.engine, b.sizes, b.log = guest_, engine, sizes, lambda m: None
+    b.data = DATA[engine]
+    b.variants = variants.variants(engine, b.data)
+    b.pool = "dbpool"
+    b.drives = DRIVES
+    b.kernel_names = []
+    return b
+
+
+def test_rounds_interleave_the_variants_and_roll_zfs_back_for_the_second_workload(monkeypatch):
+    b = engine_bench("mariadb", FakeGuest(), run.FULL)
+    calls = []
+    monkeypatch.setattr(b, "one_run", lambda w, v, fresh: calls.append((w, v.name, fresh)) or {})
+    measured = b.rounds()
+    names = [v.name for v in b.variants]
+    per_round = [
+        (w, n, w == "oltp_write_only" or n == "md-ext4") for n in names for w in run.WORKLOADS["mariadb"]
+    ]
+    assert calls == per_round * run.FULL.runs
+    assert all(len(runs) == run.FULL.runs for w in measured.values() for runs in w.values())
+
+
+def test_a_zfs_variant_snapshots_what_it_restored_and_its_next_run_rolls_back_to_it(monkeypatch):
+    monkeypatch.setattr(run.measure, "run_figures", lambda *a: {"bytes_per_transaction": 1})
+    monkeypatch.setattr(run.measure, "written_delta", lambda *a: 0)
+    monkeypatch.setattr(run.measure, "counter_delta", lambda *a: {})
+    monkeypatch.setattr(run.measure, "cpu_seconds", lambda *a: 0)
+    monkeypatch.setattr(run.guest, "split_readings", lambda text: ("", "", ""))
+    tuned = by_name("mariadb")["tuned"]
+    g = FakeGuest()
+    b = engine_bench("mariadb", g)
+    load = SimpleNamespace(transactions=1, tps=1.0)
+    monkeypatch.setattr(run.measure, "parse_sysbench", lambda out: load)
+    b.one_run("oltp_write_only", tuned, fresh=True)
+    assert "data restored" in g.ran and g.ran.index("snapshot @start") == g.ran.index("data restored") + 1
+    g.ran.clear()
+    b.one_run("oltp_read_write", tuned, fresh=False)
+    assert g.ran[0] == "rolled back to @start" and "data restored" not in g.ran
+    assert not any(step.endswith(": storage") for step in g.ran)
+    g.ran.clear()
+    b.one_run("oltp_write_only", by_name("mariadb")["md-ext4"], fresh=True)
+    assert "data restored" in g.ran and "snapshot @start" not in g.ran
+
+
+def test_a_saved_data_set_with_the_same_key_is_reused_and_another_is_loaded_again():
+    b = engine_bench("mariadb", FakeGuest())
+    key = b.golden_key()
+    assert key == f"mariadb sysbench tables=2 rows=2000 seed={run.SEED} binlog=reset"
+    b.g = FakeGuest({"saved data set": key + "\n"})
+    b.golden()
+    assert b.g.ran == ["saved data set"]
+    b.g = FakeGuest({"saved data set": "mariadb sysbench tables=4 rows=750000 seed=1\n"})
+    b.golden()
+    assert "data set saved to the root disk" in b.g.ran and any("sysbench prepare" in r for r in b.g.ran)
+
+
+def test_the_key_is_written_after_the_copy_is_complete():
+    tuned = by_name("mariadb")["tuned"]
+    text = guest.save_golden("mariadb", tuned.directories, "k 1")
+    assert text.rstrip().splitlines()[-1] == f"printf '%s\\n' 'k 1' > {guest.GOLDEN_DIR}/mariadb/key"
+    assert text.index("sync") > text.rindex("tar -C")
