@@ -16,8 +16,8 @@ command's own error, never a figure taken from a half-built variant.
     readings(engine)                /proc/diskstats, /proc/stat and the engine's write counters
     flushed(engine, pool)           every dirty page written back, the pool / filesystem synced
     save_golden / restore_golden    the loaded data set, kept on the root disk between variants
-    golden_key / saved_key          what the saved data set was loaded with (a run after an
-                                    interrupted one reuses it)
+    saved_key(engine)               the key save_golden wrote last (run.py's golden_key: what
+                                    the data set was loaded with; an interrupted run's is reused)
     snapshot_start / rollback_start ZFS variants: the restored data set snapshotted, and rolled
                                     back to for the variant's next workload (instead of a rebuild)
 """
