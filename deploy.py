@@ -8,7 +8,8 @@ engine's (roles/backup.py).
 
 from pyinfra import host
 
-from roles import backup, binlogs, mariadb, pgbackrest, postgresql, preflight, snapshots, topology, zfs
+from roles import backup, binlogs, mariadb, pgbackrest, postgresql, snapshots, topology, zfs
+from validation import preflight
 
 preflight.validate_inventory()
 topology.check()

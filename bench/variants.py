@@ -5,7 +5,7 @@ server settings it changes, per engine. Pure: no pyinfra, no I/O but reading the
     apply_server_settings(text, s)     a variant's server settings over the tuned config's text
 
 `tuned` is exactly what deploy.py converges for the host: its pool, datasets and rendered config
-come from group_data/all.py, roles.hostdata and roles.render, never from numbers copied here.
+come from group_data/all.py, model.hostdata and roles.render, never from numbers copied here.
 Every other variant is described as a change to it:
 
 - `zfs-defaults`: the same striped mirrors and spares, created with no pool properties, and one
@@ -33,8 +33,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from model.hostdata import DEFAULTS, HostConfig
 from roles import render
-from roles.hostdata import DEFAULTS, HostConfig
 
 ENGINES = ("mariadb", "postgresql")
 STORAGE_KINDS = ("zfs", "md-ext4")

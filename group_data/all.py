@@ -2,7 +2,7 @@
 
 Inventories (host data) and other group_data files override any key. Keys are flat on purpose:
 pyinfra merges host data shallowly, so a nested dict in an inventory would replace the whole
-default. `roles.hostdata.HostConfig` reads these keys and `roles.validation` checks them.
+default. `model.hostdata.HostConfig` reads these keys and `validation` checks them.
 """
 
 # --- What the host runs (set per host in the inventory) ---------------------------------------
@@ -202,7 +202,7 @@ pgbackrest_backup_max_age_hours = 26
 
 # Overrides of any server setting, rendered last: my.cnf [mysqld] keys or postgresql.conf keys,
 # by their own names, e.g. {"innodb_io_capacity": 2000} or {"work_mem": "8MB"}. Checked by
-# roles/db_settings.py: names, values as the server reads them, settings the toolkit owns, RAM.
+# engines/db_settings.py: names, values as the server reads them, settings the toolkit owns, RAM.
 db_settings = {}
 max_connections = None  # None: the sizing default for the engine and workload
 # Networks application clients connect from (CIDR); replication peers are allowed separately.

@@ -58,7 +58,7 @@ def _new_secret(key: str) -> str:
 
 class _SecretsDumper(yaml.SafeDumper):
     """Multi-line text (a private key) as a literal block scalar (`|`): one line of the file per
-    line of the key, read back as the same text by yaml and by roles/secrets.py."""
+    line of the key, read back as the same text by yaml and by model/secrets.py."""
 
 
 def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:

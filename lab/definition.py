@@ -274,7 +274,7 @@ ZFS_INSTALLS = ("prebuilt",)
 IMAGE_TEXT = ("suite", "mirror", "security_mirror", "size")
 IMAGE_LISTS = ("components", "base_packages", "kernel_packages", "header_packages", "zfs_packages")
 EXTRA_GROUPS = ("monitoring",)  # group_data/<group>.py applies to the VMs listed in it
-MIN_MEMORY = 2048  # MiB: the deploy sizes for >= 2 GiB (roles.validation, hardware)
+MIN_MEMORY = 2048  # MiB: the deploy sizes for >= 2 GiB (validation, hardware)
 MIN_BACKUP_MEMORY = 1024  # MiB: a backup VM runs no database (the deploy does not size one there)
 MIN_DRIVE = 64 * 1024**2  # ZFS refuses a vdev smaller than 64 MiB (SPA_MINDEVSIZE)
 

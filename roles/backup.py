@@ -9,29 +9,34 @@ host's key (the secret backup_ssh_private_key) log in as `dbzfs-backup` from the
 addresses only, and `zfs allow`s that account `send` (and `hold`, which `zfs send -I` takes) on the
 engine's datasets and nothing else, so
 a compromised database host cannot reach the copies and the backup key cannot change a database
-host's data. roles/host_scripts/backup_pull.py does the pulling (dbzfs-backup-pull.timer).
+host's data. host_scripts/backup_pull.py does the pulling (dbzfs-backup-pull.timer).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pyinfra import host, inventory
 from pyinfra.api import HiddenValue, deploy
-from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
+from model.hostdata import HostConfig
+from operations import accounts, common, snapshots as snapshot_ops, units, zfs as zfs_ops
 from roles import binlogs, engine, monitoring, pgbackrest, render, snapshots, zfs
-from roles.hostdata import HostConfig
-from roles.operations import accounts, common, snapshots as snapshot_ops, units, zfs as zfs_ops
+from roles.backup_fleet import (  # noqa: F401 (backup.ROLE, backup.configs... read elsewhere)
+    COPIES,
+    ROLE,
+    SECRET,
+    backup_hosts,
+    configs,
+    copies_root,
+    database_hosts,
+    key_text,
+    public_key,
+    secret_public_key,
+)
 
-ROLE = "backup"
-SECRET = "backup_ssh_private_key"
 USER = "dbzfs-backup"  # the account the backup host logs in as on a database host
 HOME = f"/var/lib/{USER}"
 AUTHORIZED_KEYS = f"{HOME}/.ssh/authorized_keys"
@@ -40,7 +45,7 @@ KEY_DIR = "/etc/dbzfs/backup"
 KEY = f"{KEY_DIR}/id_ed25519"
 KNOWN_HOSTS = f"{KEY_DIR}/known_hosts"  # the database hosts' keys, as first seen (accept-new)
 CONFIG = f"{KEY_DIR}/sources.json"
-SCRIPT_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "backup_pull.py"
+SCRIPT_SOURCE = Path(__file__).resolve().parent.parent / "host_scripts" / "backup_pull.py"
 SCRIPT = "/usr/local/lib/dbzfs/backup_pull.py"
 UNIT = "dbzfs-backup-pull.service"
 TIMER = "dbzfs-backup-pull.timer"
@@ -50,24 +55,6 @@ METRICS = "/var/lib/prometheus/node-exporter/dbzfs_backup.prom"  # node_exporter
 SUCCEEDED = "dbzfs_backup_run_success 1"  # the metrics line of a pull that got every copy
 SANOID_CONF = "/etc/sanoid/sanoid.conf"
 PACKAGES = ["sanoid"]  # syncoid comes with it
-COPIES = "backup"  # <pool>/backup holds the copies
-
-
-def configs() -> list[HostConfig]:
-    """Every inventory host's settings, whatever --limit selects."""
-    return [HostConfig.from_data(h.name, h.data) for h in inventory]
-
-
-def backup_hosts(hosts: Sequence[HostConfig]) -> list[HostConfig]:
-    return [h for h in hosts if h.is_backup_host]
-
-
-def database_hosts(hosts: Sequence[HostConfig]) -> list[HostConfig]:
-    return [h for h in hosts if not h.is_backup_host and h.engine]
-
-
-def copies_root(cfg: HostConfig) -> str:
-    return f"{cfg.pool.name}/{COPIES}"
 
 
 def copy_of(cfg: HostConfig, source: HostConfig, role: str) -> str:
@@ -133,45 +120,11 @@ def files_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> dict[str, str]:
     }
 
 
-_public_keys: dict[str, str] = {}
-
-
-def public_key(private_text: str) -> str:
-    """The OpenSSH public key of a private key's text (ssh-keygen -y on the machine running the
-    deploy; the private key only ever in a mode 600 file of a private temporary directory)."""
-    if private_text not in _public_keys:
-        with tempfile.TemporaryDirectory(prefix="dbzfs-key-") as tmp:
-            path = os.path.join(tmp, "key")
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(key_text(private_text))
-            result = subprocess.run(
-                ["ssh-keygen", "-y", "-f", path], capture_output=True, text=True, check=False
-            )
-        if result.returncode != 0 or not result.stdout.strip():
-            raise ValueError("not an OpenSSH private key without a passphrase (ssh-keygen -y refused it)")
-        _public_keys[private_text] = result.stdout.split()[0] + " " + result.stdout.split()[1]
-    return _public_keys[private_text]
-
-
-def key_text(private_text: str) -> str:
-    """ssh reads a key file only when it ends with a newline."""
-    return private_text if private_text.endswith("\n") else private_text + "\n"
-
-
 def authorized_keys_text(public: str, backups: Sequence[HostConfig]) -> str:
     """One line: the key, from the backup hosts' addresses only, no forwarding, no pty."""
     sources = ",".join(str(b.replication_address) for b in backups)
     names = ",".join(b.name for b in backups)
     return f'restrict,from="{sources}" {public} {USER}@{names}\n'
-
-
-def secret_public_key(secret: str) -> str:
-    """The public half of the key in `secret`, or stop the run naming the host and the secret."""
-    try:
-        return public_key(engine.secret(secret).unmask())
-    except ValueError as exc:
-        raise PyinfraError(f"{host.name}: secret {secret!r}: {exc}") from None
 
 
 # --- the database hosts ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ restarted by systemd when it ends). Pulled, like the snapshots: the primary lets
 dbzfs_binlog in from the backup hosts' addresses with REPLICATION SLAVE and BINLOG MONITOR only
 (the replication password); a database host holds nothing that reaches the backup host.
 A restore replays them over a copy: `mariadb-binlog --start-position=<the copy's dbzfs:gtid>
---stop-datetime=<time> FILES | mariadb` (runbooks/restore.py, roles/restore_mariadb.py).
+--stop-datetime=<time> FILES | mariadb` (runbooks/restore.py, day2/restore_mariadb.py).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from pathlib import Path
 
 from pyinfra.api import HiddenValue, deploy
 
-from roles import backup, engine, render, secrets
-from roles.hostdata import HostConfig
-from roles.operations import common, mariadb as mariadb_ops, units, zfs as zfs_ops
-from roles.operations.mariadb import option_value
+from model import secrets
+from model.hostdata import HostConfig
+from operations import common, mariadb as mariadb_ops, units, zfs as zfs_ops
+from operations.mariadb import option_value
+from roles import backup_fleet, engine, render
 
 ACCOUNT = "dbzfs_binlog"
 PRIVILEGES = frozenset({"REPLICATION SLAVE", "BINLOG MONITOR"})
@@ -32,7 +33,7 @@ DIRECTORY = "/var/lib/dbzfs-binlogs"
 DATASET_PROPERTIES = {"mountpoint": DIRECTORY, "recordsize": "1M", "compression": "zstd", "atime": "off"}
 ETC = "/etc/dbzfs/binlogs"
 CLIENT = f"{ETC}/client.cnf"  # [client] user and password, root's, 0600
-SCRIPT_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "binlog_stream.py"
+SCRIPT_SOURCE = Path(__file__).resolve().parent.parent / "host_scripts" / "binlog_stream.py"
 SCRIPT = "/usr/local/lib/dbzfs/binlog_stream.py"
 UNIT = "dbzfs-binlog@.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT}"
@@ -42,11 +43,11 @@ SERVER_ID_BASE = 4_000_000  # the stream's replica server_id: + the backup host'
 
 
 def mariadb_hosts(hosts: Sequence[HostConfig]) -> list[HostConfig]:
-    return [h for h in backup.database_hosts(hosts) if h.engine == "mariadb"]
+    return [h for h in backup_fleet.database_hosts(hosts) if h.engine == "mariadb"]
 
 
 def enabled(hosts: Sequence[HostConfig]) -> bool:
-    return bool(backup.backup_hosts(hosts)) and bool(mariadb_hosts(hosts))
+    return bool(backup_fleet.backup_hosts(hosts)) and bool(mariadb_hosts(hosts))
 
 
 def sources(hosts: Sequence[HostConfig]) -> dict[str, HostConfig]:
@@ -63,7 +64,7 @@ def config_path(cluster: str) -> str:
 
 
 def server_id(cfg: HostConfig, hosts: Sequence[HostConfig]) -> int:
-    names = [b.name for b in backup.backup_hosts(hosts)]
+    names = [b.name for b in backup_fleet.backup_hosts(hosts)]
     return SERVER_ID_BASE + names.index(cfg.name)
 
 
@@ -78,7 +79,7 @@ def config_text(cfg: HostConfig, hosts: Sequence[HostConfig], cluster: str, sour
         "server_id": server_id(cfg, hosts),
         "metrics": f"{METRICS_DIR}/dbzfs_binlog_{cluster}.prom",
         # binlogs older than the group's oldest copy replay onto nothing: pruned (the stream script)
-        "copies": f"{backup.copies_root(cfg)}/{cluster}",
+        "copies": f"{backup_fleet.copies_root(cfg)}/{cluster}",
     }
     return json.dumps(config, indent=2) + "\n"
 
@@ -120,8 +121,10 @@ def client_text(password: str) -> str:
 def accounts(cfg: HostConfig) -> None:
     """On a MariaDB primary (roles/mariadb.accounts): ACCOUNT from each backup host's address,
     allowed to stream binlogs and nothing else; none without a backup host."""
-    hosts = backup.configs()
-    addresses = [str(b.replication_address) for b in backup.backup_hosts(hosts)] if enabled(hosts) else []
+    hosts = backup_fleet.configs()
+    addresses = (
+        [str(b.replication_address) for b in backup_fleet.backup_hosts(hosts)] if enabled(hosts) else []
+    )
     password = engine.secret(secrets.REPLICATION_PASSWORD) if addresses else None
     for address in addresses:
         mariadb_ops.user(
@@ -151,7 +154,7 @@ def streams() -> None:
     stream running (its unit, script and config are written with the backup host's files, in
     ETC, which backup.software makes root's 0700 first)."""
     cfg = engine.host_config()
-    hosts = backup.configs()
+    hosts = backup_fleet.configs()
     if not enabled(hosts):
         return
     dataset = f"{cfg.pool.name}/{DATASET}"

@@ -21,11 +21,13 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
 
-from roles import db_settings, render, secrets
-from roles.facts.hardware import HostHardware
-from roles.hostdata import HostConfig
-from roles.operations import common, packages as packages_ops
-from roles.sizing import Sizing
+from engines import db_settings
+from facts.hardware import HostHardware
+from model import secrets
+from model.hostdata import HostConfig
+from model.sizing import Sizing
+from operations import common, packages as packages_ops
+from roles import render
 from roles.zfs_packages import missing as missing_packages
 
 
@@ -177,7 +179,7 @@ def config_file(
     name: str | None = None,
 ) -> OperationMeta:
     """A file from templates/ rendered by roles/render.py (the same code and Jinja settings the
-    unit tests and `render_host` use) and placed with roles.operations.common.config_file."""
+    unit tests and `render_host` use) and placed with operations.common.config_file."""
     return common.config_file(
         name=name or dest,
         path=dest,

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from pyinfra.api import HiddenValue
 
-from roles import engine, render, secrets
-from roles.hostdata import HostConfig
-from roles.operations import common
-from roles.operations.mariadb import option_value
+from model import secrets
+from model.hostdata import HostConfig
+from operations import common
+from operations.mariadb import option_value
+from roles import engine, render
 
 
 def dropin_path(unit: str) -> str:

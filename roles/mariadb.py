@@ -17,9 +17,10 @@ import ipaddress
 from pyinfra.api import deploy
 from pyinfra.operations import files, mysql
 
-from roles import binlogs, engine, fencing, monitoring, render, secrets, snapshots
-from roles.hostdata import HostConfig
-from roles.operations import mariadb as mariadb_ops, units
+from model import secrets
+from model.hostdata import HostConfig
+from operations import mariadb as mariadb_ops, units
+from roles import binlogs, engine, fencing, monitoring, render, snapshots
 
 CONFIG = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
 # What follows the role (read_only), apart: a switchover rewrites it and applies it live, and the

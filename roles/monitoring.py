@@ -19,9 +19,9 @@ from pathlib import Path
 from pyinfra import inventory
 from pyinfra.api import deploy
 
+from model.hostdata import HostConfig
+from operations import common, mariadb as mariadb_ops, postgresql as pg_ops, units
 from roles import monitoring_rules, render
-from roles.hostdata import HostConfig
-from roles.operations import common, mariadb as mariadb_ops, postgresql as pg_ops, units
 
 NODE_EXPORTER = "prometheus-node-exporter"
 ENGINE_EXPORTER = {"mariadb": "prometheus-mysqld-exporter", "postgresql": "prometheus-postgres-exporter"}
@@ -35,7 +35,7 @@ MARIADB_SOCKET = "/run/mysqld/mysqld.sock"
 PG_SOCKET_DIR = "/run/postgresql"
 
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
-COLLECTOR_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "zfs_metrics.py"
+COLLECTOR_SOURCE = Path(__file__).resolve().parent.parent / "host_scripts" / "zfs_metrics.py"
 COLLECTOR = "/usr/local/lib/dbzfs/zfs_metrics.py"
 COLLECTOR_UNIT = "dbzfs-zfs-metrics"
 PROMETHEUS_CONFIG = "/etc/prometheus/dbzfs.yml"

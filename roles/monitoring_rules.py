@@ -20,11 +20,11 @@ and textfile collectors: every host), `mysqld`, `postgres` (the database hosts) 
 The `dbzfs_zpool_*` and `dbzfs_zfs_*` series are our own ZFS textfile collector's (on a backup
 host too, whose received copies are snapshots it lists: hence the snapshot alert selects the
 database hosts by name), `dbzfs_snapshots_taken_here` the snapshot job's, `dbzfs_backup_*` the
-backup host's pull's (roles/host_scripts/backup_pull.py: `dbzfs_backup_pull_success`,
+backup host's pull's (host_scripts/backup_pull.py: `dbzfs_backup_pull_success`,
 `dbzfs_backup_newest_copy_timestamp_seconds` and `dbzfs_backup_copies` per `source` and `dataset`
 pulled, absent for a skipped one; `dbzfs_backup_last_run_timestamp_seconds`, the run's start, and
 `dbzfs_backup_run_success`), and `dbzfs_pgbackrest_*` its pgBackRest backups'
-(roles/host_scripts/pgbackrest_metrics.py: `dbzfs_pgbackrest_stanza_ok`, `dbzfs_pgbackrest_backups`
+(host_scripts/pgbackrest_metrics.py: `dbzfs_pgbackrest_stanza_ok`, `dbzfs_pgbackrest_backups`
 and `dbzfs_pgbackrest_newest_backup_timestamp_seconds` per `stanza`, the latter absent for a stanza
 without a backup; `dbzfs_pgbackrest_info_success` and `dbzfs_pgbackrest_last_run_timestamp_seconds`).
 The exporters' metric names were checked against Debian 12's packages, run against throwaway
@@ -68,7 +68,7 @@ from typing import NamedTuple
 
 import yaml
 
-from roles.hostdata import HostConfig
+from model.hostdata import HostConfig
 
 
 class Alert(NamedTuple):
@@ -333,7 +333,7 @@ def _by_value(hosts: list[HostConfig], value: Callable[[HostConfig], object]) ->
 class _Rules:
     def __init__(self, alert_for: dict) -> None:
         unknown = [name for name in alert_for if name not in ALERTS]
-        if unknown:  # roles.validation refuses these first, with a hint
+        if unknown:  # validation refuses these first, with a hint
             raise ValueError(f"alert_for names no such alert: {', '.join(map(str, unknown))}")
         bad = {name: d for name, d in alert_for.items() if not valid_duration(d)}
         if bad:
@@ -530,7 +530,7 @@ def _replication(r: _Rules, hosts: list[HostConfig]) -> None:
 
 
 def _backup(r: _Rules, backups: list[HostConfig]) -> None:
-    """The backup hosts' pulls (roles/host_scripts/backup_pull.py's metrics). Every selector names
+    """The backup hosts' pulls (host_scripts/backup_pull.py's metrics). Every selector names
     `dbzfs_backup_*` series, which only a backup host's pull writes, but `up`: that one names the
     backup hosts."""
     group = "dbzfs-backup"
@@ -578,7 +578,7 @@ def _archive(r: _Rules, postgres: list[HostConfig]) -> None:
 
 
 def _pgbackrest(r: _Rules, backups: list[HostConfig]) -> None:
-    """The backup hosts' pgBackRest backups (roles/host_scripts/pgbackrest_metrics.py's metrics,
+    """The backup hosts' pgBackRest backups (host_scripts/pgbackrest_metrics.py's metrics,
     written after every backup and every 15 minutes), one of four ways, its `problem` label says
     which: a stanza's newest backup is too old (the metrics keep being written while the backups
     stop, so it ages; with the metrics stopped too, node_exporter serves the last file and it
@@ -600,7 +600,7 @@ def _pgbackrest(r: _Rules, backups: list[HostConfig]) -> None:
 
 
 def _binlogs(r: _Rules, backups: list[HostConfig], clusters: list[str]) -> None:
-    """The backup hosts' binlog streams (roles/host_scripts/binlog_stream.py's metrics), one per
+    """The backup hosts' binlog streams (host_scripts/binlog_stream.py's metrics), one per
     MariaDB replication group: stopped, a gap (binlogs purged before they came), or none at all
     on a backup host whose node_exporter answers."""
     if not clusters:

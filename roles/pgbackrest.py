@@ -9,7 +9,7 @@ pgBackRest has it (a backup runs where the repository is): a full one at the con
 creates the stanza, then on timers (pgbackrest_full_calendar, pgbackrest_incr_calendar), kept by
 pgbackrest_retention_full. After every backup and every 15 minutes, host_scripts/pgbackrest_metrics.py
 writes each stanza's state and newest backup for node_exporter (the PgbackrestBackupFailing alert,
-pgbackrest_backup_max_age_hours). Restores: runbooks/restore.py (roles/restore.py).
+pgbackrest_backup_max_age_hours). Restores: runbooks/restore.py (day2/restore.py).
 
 pgBackRest talks over ssh both ways, as postgres: the backup host to the database hosts (with its
 backup key, backup_ssh_private_key) and the database hosts to the backup host (the secret
@@ -27,9 +27,9 @@ from pathlib import Path
 from pyinfra.api import HiddenValue, deploy
 from pyinfra.operations import files
 
-from roles import backup, engine, render, snapshots
-from roles.hostdata import HostConfig
-from roles.operations import common, pgbackrest as ops, snapshots as snapshot_ops, units, zfs as zfs_ops
+from model.hostdata import HostConfig
+from operations import common, pgbackrest as ops, snapshots as snapshot_ops, units, zfs as zfs_ops
+from roles import backup_fleet, engine, render, snapshots
 
 SECRET = "pgbackrest_ssh_private_key"  # the database hosts' key to the repository
 USER = "postgres"  # pgBackRest's user on both sides, as Debian's package sets it up
@@ -58,14 +58,14 @@ DATASET_PROPERTIES = {
     "compression": "zstd",
     "atime": "off",
 }
-REMOTE_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "pgbackrest_remote.py"
+REMOTE_SOURCE = Path(__file__).resolve().parent.parent / "host_scripts" / "pgbackrest_remote.py"
 REMOTE = "/usr/local/lib/dbzfs/pgbackrest_remote.py"
 PACKAGE = "pgbackrest"
 BACKUP_UNIT = "dbzfs-pgbackrest-backup@.service"
 TYPES = ("full", "incr")  # the timers: dbzfs-pgbackrest-full.timer, dbzfs-pgbackrest-incr.timer
 UNIT_DIR = "/etc/systemd/system"
 # The backups' metrics (PgbackrestBackupFailing), after every backup and on a timer of their own.
-METRICS_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "pgbackrest_metrics.py"
+METRICS_SOURCE = Path(__file__).resolve().parent.parent / "host_scripts" / "pgbackrest_metrics.py"
 METRICS_SCRIPT = "/usr/local/lib/dbzfs/pgbackrest_metrics.py"
 METRICS_UNIT = "dbzfs-pgbackrest-metrics.service"
 METRICS_TIMER = "dbzfs-pgbackrest-metrics.timer"
@@ -82,12 +82,12 @@ def service(kind: str) -> str:
 
 
 def postgresql_hosts(hosts: Sequence[HostConfig]) -> list[HostConfig]:
-    return [h for h in backup.database_hosts(hosts) if h.engine == "postgresql"]
+    return [h for h in backup_fleet.database_hosts(hosts) if h.engine == "postgresql"]
 
 
 def enabled(hosts: Sequence[HostConfig]) -> bool:
     """WAL is archived when the inventory has a backup host and a PostgreSQL host."""
-    return bool(backup.backup_hosts(hosts)) and bool(postgresql_hosts(hosts))
+    return bool(backup_fleet.backup_hosts(hosts)) and bool(postgresql_hosts(hosts))
 
 
 def stanzas(hosts: Sequence[HostConfig]) -> dict[str, list[HostConfig]]:
@@ -150,7 +150,7 @@ def client_conf_text(cfg: HostConfig, hosts: Sequence[HostConfig]) -> str:
         {
             "host": cfg.name,
             "side": "database",
-            "repositories": [str(b.replication_address) for b in backup.backup_hosts(hosts)],
+            "repositories": [str(b.replication_address) for b in backup_fleet.backup_hosts(hosts)],
             "stanzas": {cfg.cluster: [{"path": data_directory(cfg)}]},
             "conf": CONF,
             "cmd_ssh": SSH_WRAPPER,
@@ -238,7 +238,7 @@ def ssh_files(cfg: HostConfig, conf: str, peers: Sequence[HostConfig], key_secre
     common.secret_file(
         name=f"{KEY} (0600)",
         path=KEY,
-        content=HiddenValue(backup.key_text(engine.secret(key_secret).unmask())),
+        content=HiddenValue(backup_fleet.key_text(engine.secret(key_secret).unmask())),
         user=USER,
         group=USER,
         mode="600",
@@ -256,14 +256,16 @@ def client() -> None:
     the backup host's key let in for pgBackRest only; with no backup host, the keys gone (the
     server's archive_mode follows in its config, roles/postgresql.py)."""
     cfg = engine.host_config()
-    hosts = backup.configs()
+    hosts = backup_fleet.configs()
     if not enabled(hosts):
         for path in (SSHD_DROPIN, AUTHORIZED_KEYS, KEY, KNOWN_HOSTS):
             files.file(name=f"{path} absent: no backup host", path=path, present=False)
         return
-    backups = backup.backup_hosts(hosts)
+    backups = backup_fleet.backup_hosts(hosts)
     names = ",".join(b.name for b in backups)
-    public = authorized_keys_text(backup.secret_public_key(backup.SECRET), backups, f"pgbackrest@{names}")
+    public = authorized_keys_text(
+        backup_fleet.secret_public_key(backup_fleet.SECRET), backups, f"pgbackrest@{names}"
+    )
     ssh_files(cfg, client_conf_text(cfg, hosts), backups, SECRET, public)
 
 
@@ -295,7 +297,7 @@ def repository() -> None:
     """The backup host, after its pool: the repository's dataset, pgBackRest's config, the
     database hosts' key let in for pgBackRest only, its own key to them."""
     cfg = engine.host_config()
-    hosts = backup.configs()
+    hosts = backup_fleet.configs()
     if not enabled(hosts):
         return
     dataset = repository_dataset(cfg)
@@ -312,8 +314,10 @@ def repository() -> None:
     # No cluster here: postgres' home is root's, so that user has no file sshd or bash reads.
     files.directory(name=f"{HOME} (root's: see ETC)", path=HOME, user="root", group="root", mode="755")
     sources = postgresql_hosts(hosts)
-    public = authorized_keys_text(backup.secret_public_key(SECRET), sources, "pgbackrest@postgresql-hosts")
-    ssh_files(cfg, repository_conf_text(cfg, hosts), sources, backup.SECRET, public)
+    public = authorized_keys_text(
+        backup_fleet.secret_public_key(SECRET), sources, "pgbackrest@postgresql-hosts"
+    )
+    ssh_files(cfg, repository_conf_text(cfg, hosts), sources, backup_fleet.SECRET, public)
 
 
 @deploy("pgBackRest stanzas and first backups")
@@ -321,7 +325,7 @@ def schedule() -> None:
     """Every host of an inventory that archives, after the database hosts' servers: each stanza
     created and its first full backup taken on the backup host (operations every host shares, a
     no-op on the others, so that they run after the servers archive), then its timers."""
-    hosts = backup.configs()
+    hosts = backup_fleet.configs()
     if not enabled(hosts):
         return
     is_backup = engine.host_config().is_backup_host

@@ -15,9 +15,10 @@ from pyinfra.api import HiddenValue, deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
-from roles import backup, engine, fencing, monitoring, pgbackrest, render, secrets, snapshots
-from roles.hostdata import HostConfig
-from roles.operations import common, postgresql as pg, units
+from model import secrets
+from model.hostdata import HostConfig
+from operations import common, postgresql as pg, units
+from roles import backup, engine, fencing, monitoring, pgbackrest, render, snapshots
 
 VERSION = render.PG_VERSION
 CLUSTER = render.PG_CLUSTER

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import jinja2
 
-from roles.hostdata import HostConfig
-from roles.sizing import GIB, KIB, MIB, Sizing
+from model.hostdata import HostConfig
+from model.sizing import GIB, KIB, MIB, Sizing
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 

@@ -2,7 +2,7 @@
 retention policy per engine (group_data/all.py: snapshot_on, snapshot_retention).
 
 sanoid (Debian's package) prunes; it takes none itself. Our dbzfs-snapshot.service
-(roles/host_scripts/db_snapshot.py) takes them, named as sanoid names its own, in one atomic
+(host_scripts/db_snapshot.py) takes them, named as sanoid names its own, in one atomic
 `zfs snapshot` of both datasets with the engine's position (GTID or LSN) on them; a drop-in on
 sanoid.service runs it before each sanoid run (sanoid.timer, every 15 minutes). Every host of a
 group gets the same files: the script asks the server its role at each run and takes them only in
@@ -19,10 +19,10 @@ from pathlib import Path
 from pyinfra.api import deploy
 from pyinfra.operations import files
 
+from host_scripts import db_snapshot
+from model.hostdata import HostConfig
+from operations import common, snapshots as snapshot_ops, units
 from roles import engine, render
-from roles.host_scripts import db_snapshot
-from roles.hostdata import HostConfig
-from roles.operations import common, snapshots as snapshot_ops, units
 
 KINDS = db_snapshot.TYPES  # sanoid's kinds, in its order: the job parses what the role writes
 SNAPSHOT_ON = ("replica", "primary", "every_host", "none")
@@ -37,7 +37,7 @@ MAX_AGE_SECONDS = {
     "yearly": 367 * 86400,
 }
 PACKAGE = "sanoid"
-SCRIPT_SOURCE = Path(__file__).resolve().parent / "host_scripts" / "db_snapshot.py"
+SCRIPT_SOURCE = Path(__file__).resolve().parent.parent / "host_scripts" / "db_snapshot.py"
 SCRIPT = "/usr/local/lib/dbzfs/db_snapshot.py"
 UNIT = "dbzfs-snapshot.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT}"

@@ -14,11 +14,12 @@ from pyinfra import inventory
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.host import Host
 
-from roles import engine, preflight
-from roles.facts.mariadb import MariadbLiveRole
-from roles.facts.postgresql import PostgresqlLiveRole
-from roles.hostdata import HostConfig
-from roles.validation import Problem, format_problems
+from facts.mariadb import MariadbLiveRole
+from facts.postgresql import PostgresqlLiveRole
+from model.hostdata import HostConfig
+from model.problems import Problem, format_problems
+from operations import runtime
+from roles import engine
 
 FACTS = {"mariadb": MariadbLiveRole, "postgresql": PostgresqlLiveRole}
 # What a server that replicates from another is called, per engine.
@@ -109,7 +110,7 @@ def check(group_of: str | None = None) -> None:
     that the inventory does not show yet does not stop it."""
     names = {h.name for h in inventory}
     scope = group_of if group_of in names else None
-    found = preflight.once_per_run(f"topology {scope or ''}", lambda: _read_all(scope))
+    found = runtime.once_per_run(f"topology {scope or ''}", lambda: _read_all(scope))
     if found:
         raise PyinfraError(
             "\n" + format_problems(found, what="between the inventory and the live replication topology")
@@ -134,4 +135,4 @@ def _read_all(scope: str | None = None) -> list[Problem]:
     if scope is not None:
         key = _group_key(inventory.get_host(scope))
         hosts = [h for h in hosts if _group_key(h) == key]
-    return [p for found in preflight.on_every_host(hosts, one) for p in found]
+    return [p for found in runtime.on_every_host(hosts, one) for p in found]

@@ -11,13 +11,13 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.server import Command, KernelVersion, LinuxDistribution
 from pyinfra.operations import apt, files, server
 
+from facts.drives import DrivesByPattern
+from facts.zfs import ModuleRepositoryPackages, ZpoolProperties, ZpoolTopology
+from model.hostdata import HostConfig
+from model.zfs_properties import BLOCKS_COMPRESSION
+from operations import accounts, units, zfs as zfs_ops, zpool
 from roles import engine, render, zfs_packages
 from roles.engine import sized_for_this_host
-from roles.facts.drives import DrivesByPattern
-from roles.facts.zfs import ModuleRepositoryPackages, ZpoolProperties, ZpoolTopology
-from roles.hostdata import HostConfig
-from roles.operations import accounts, units, zfs as zfs_ops, zpool
-from roles.zfs_properties import BLOCKS_COMPRESSION
 
 # The engine's service account, created here with the same attributes Debian's packages use so
 # that the dataset mountpoints can be owned by it before the server is installed.

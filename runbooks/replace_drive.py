@@ -6,10 +6,11 @@
 
 `zpool status -P HOST's-pool` names the old drive (FAULTED, UNAVAIL or REMOVED, or one still
 working that is to go); `ls -l /dev/disk/by-id` the new one. It refuses, before anything is
-changed, a new drive that is not blank, as pool creation does (roles/drive_replacement.py).
+changed, a new drive that is not blank, as pool creation does (day2/drive_replacement.py).
 """
 
-from roles import drive_replacement, preflight
+from day2 import drive_replacement
+from validation import preflight
 
 preflight.validate_inventory(parameters=drive_replacement.PARAMETERS)
 drive_replacement.run()

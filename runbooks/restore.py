@@ -1,7 +1,7 @@
 """Restore a database host from the backup host: as a replica that rejoins its group, or as a
 stand-alone copy at a moment in the past, for inspection. PostgreSQL from its pgBackRest
-repository (roles/restore.py); MariaDB from its ZFS copies of the group, with the streamed
-binlogs replayed up to the moment (roles/restore_mariadb.py).
+repository (day2/restore.py); MariaDB from its ZFS copies of the group, with the streamed
+binlogs replayed up to the moment (day2/restore_mariadb.py).
 
     pyinfra INVENTORY runbooks/restore.py --data target=HOST --data mode=replica --dry     # the plan
     pyinfra INVENTORY runbooks/restore.py --data target=HOST --data mode=replica           # do it
@@ -11,11 +11,12 @@ binlogs replayed up to the moment (roles/restore_mariadb.py).
      PostgreSQL a pgBackRest label, MariaDB a copy's snapshot name (autosnap_...);
      --data wipe=HOST, the target's name again: replace a data directory that holds a database)
 
-It refuses, before any host is changed, when a pre-check fails (roles/restore.py and
-roles/restore_mariadb.py say which and why); it never restores over its group's live primary.
+It refuses, before any host is changed, when a pre-check fails (day2/restore.py and
+day2/restore_mariadb.py say which and why); it never restores over its group's live primary.
 """
 
-from roles import preflight, restore
+from day2 import restore, restore_run
+from validation import preflight
 
 preflight.validate_inventory(parameters=restore.PARAMETERS)
-restore.run()
+restore_run.run()

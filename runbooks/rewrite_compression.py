@@ -8,10 +8,11 @@ The server runs during the full copy and stops for the last incremental copy and
 (seconds on the lab); a replica catches up after, a primary refuses writes meanwhile. It refuses,
 before anything is changed, a host whose datasets do not get the new compression yet (converge
 first) or whose pool lacks the space for the copies below zfs_capacity_threshold
-(roles/compression_rewrite.py).
+(day2/compression_rewrite.py).
 """
 
-from roles import compression_rewrite, preflight
+from day2 import compression_rewrite
+from validation import preflight
 
 preflight.validate_inventory()
 compression_rewrite.run()

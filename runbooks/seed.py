@@ -6,11 +6,12 @@
      --data wipe=HOST, the replica's name again: replace a data directory that holds a database)
 
 The inventory is the truth: the replica must be declared a replica with a primary. It refuses,
-before any host is changed, when a pre-check fails (roles/seeding.py says which and why). A run
+before any host is changed, when a pre-check fails (day2/seeding.py says which and why). A run
 that was cut resumes where it stopped when run again. MariaDB and PostgreSQL groups.
 """
 
-from roles import preflight, seeding
+from day2 import seeding
+from validation import preflight
 
 preflight.validate_inventory(parameters=seeding.PARAMETERS)
 seeding.run()

@@ -6,14 +6,16 @@
 
 Run with the same inventory as deploy.py, before updating it: the inventory must match the live
 topology, and the runbook prints the inventory change to make afterwards. It refuses, before any
-host is changed, when a pre-check fails (roles/switchover.py says which and why). MariaDB
+host is changed, when a pre-check fails (day2/switchover.py says which and why). MariaDB
 (GTID) and PostgreSQL (streaming replication) groups.
 """
 
 from pyinfra import host
 
-from roles import preflight, switchover, topology
+from day2 import switchover, switchover_run
+from roles import topology
+from validation import preflight
 
 preflight.validate_inventory(parameters=switchover.PARAMETERS)
 topology.check(group_of=host.data.get("new_primary"))
-switchover.run()
+switchover_run.run()

@@ -7,7 +7,7 @@ once), and one pull sends only those, each with the position it holds; db1's bin
 backup1 as db1 wrote them (roles/binlogs.py). Point-in-time recovery (runbooks/restore.py), both
 engines at once: a table dropped by mistake is restored on pg2 (pgBackRest's backup and WAL
 archive, roles/pgbackrest.py) and on db2 (a ZFS copy and the streamed binlogs,
-roles/restore_mariadb.py) to the moment before; then both are restored from the newest backup as
+day2/restore_mariadb.py) to the moment before; then both are restored from the newest backup as
 replicas and catch up. Last, backup1 leaves: a converge with the lab's own inventory takes its
 keys, accounts and permissions away again."""
 
@@ -286,7 +286,7 @@ def pitr_postgresql(lab, timings):
 
 
 def pitr_mariadb(lab, timings):
-    """The same for MariaDB (roles/restore_mariadb.py): db2 restored from the newest copy on
+    """The same for MariaDB (day2/restore_mariadb.py): db2 restored from the newest copy on
     backup1 taken before the moment, then db1's binlogs streamed to backup1 replayed up to it.
     --stop-datetime has whole seconds: the moment is taken with a second clear on each side."""
     maria(lab, "db1", "CREATE DATABASE IF NOT EXISTS pitr; DROP TABLE IF EXISTS pitr.probe")

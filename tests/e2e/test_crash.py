@@ -225,7 +225,7 @@ def postgresql_pages_check(lab, name, cycle):
 
 def replicating(lab, engine, cycle):
     # After db1 went away (a power loss, a restart) db2's IO thread tries again every 10 s
-    # (MASTER_CONNECT_RETRY, roles.operations.mariadb.CONNECT_RETRY_SECONDS).
+    # (MASTER_CONNECT_RETRY, operations.mariadb.CONNECT_RETRY_SECONDS).
     replica, primary = REPLICA[engine], PRIMARY[engine]
     check = follows if engine == "mariadb" else pg_streams
     ok, status = check(lab, replica, primary, timeout=180)

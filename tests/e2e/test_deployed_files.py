@@ -8,9 +8,9 @@ import base64
 
 import pytest
 
+from model.hostdata import HostConfig
 from roles import fencing, mariadb, monitoring, monitoring_rules, postgresql, render, snapshots
-from roles.hostdata import HostConfig
-from roles.validation import load_inventory_isolated
+from validation import load_inventory_isolated
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from roles.operations.postgresql import slot_name
+from operations.postgresql import slot_name
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,4 @@
-"""The rolling converge (`./dbzfs roll`, roles/rolling_run.py) on the converged lab: deploy.py one
+"""The rolling converge (`./dbzfs roll`, day2/rolling_run.py) on the converged lab: deploy.py one
 host at a time, each group's replicas before its primary, health gates between hosts.
 
 The change (tests/e2e/inventories/rolled.py): PostgreSQL's compression lz4 -> zstd (Heap's
@@ -30,9 +30,9 @@ import time
 
 import pytest
 
+from day2 import rolling
 from lab import control, vm as vmmod
 from lab.definition import REPO, STATE
-from roles import rolling
 
 from tests import labkit
 from tests.e2e.test_switchover import (
@@ -66,7 +66,7 @@ EVENTS_SUM = (
 def roll(lab, inventory, *args, timeout=3600):
     report = STATE / "roll-report.json"
     report.unlink(missing_ok=True)
-    argv = [str(control.PYTHON), "-m", "roles.rolling_run", inventory, "--report", str(report), *args]
+    argv = [str(control.PYTHON), "-m", "day2.rolling_run", inventory, "--report", str(report), *args]
     result = lab._local(argv, timeout)
     print(result.stdout[-8000:])
     assert report.exists(), result.stdout[-6000:] + result.stderr[-3000:]

@@ -8,8 +8,8 @@ import functools
 
 import pytest
 
-from roles.hostdata import HostConfig
-from roles.validation import load_inventory_isolated
+from model.hostdata import HostConfig
+from validation import load_inventory_isolated
 
 
 def pytest_addoption(parser):

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from facts.zfs import parse_allowed
+from model.hostdata import HostConfig
 from roles import backup, snapshots
-from roles.facts.zfs import parse_allowed
-from roles.hostdata import HostConfig
-from roles.validation import load_inventory_isolated
+from validation import load_inventory_isolated
 
 # tests/infra/conftest.py: only backup hosts are checked
 host_roles = ("backup",)

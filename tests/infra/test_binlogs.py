@@ -7,9 +7,9 @@ import shlex
 
 import pytest
 
+from model.hostdata import HostConfig
 from roles import binlogs
-from roles.hostdata import HostConfig
-from roles.validation import load_inventory_isolated
+from validation import load_inventory_isolated
 
 host_roles = ("backup",)
 

@@ -5,13 +5,13 @@ import os
 
 import pytest
 
+from facts.hardware import HostHardware
+from facts.mariadb import MariadbGrants, MariadbReplicaStatus, MariadbUsers, MariadbVariables
+from model.hostdata import HostConfig
+from operations.mariadb import REPLICATION_PRIVILEGES, SECRET_DIR, normalise_privileges
 from roles import render
-from roles.facts.hardware import HostHardware
-from roles.facts.mariadb import MariadbGrants, MariadbReplicaStatus, MariadbUsers, MariadbVariables
-from roles.hostdata import HostConfig
 from roles.mariadb import CONFIG, DROP_IN, app_grants, client_hosts
-from roles.operations.mariadb import REPLICATION_PRIVILEGES, SECRET_DIR, normalise_privileges
-from roles.validation import load_inventory_isolated
+from validation import load_inventory_isolated
 
 from tests.infra.probe import fact
 

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from model.hostdata import HostConfig
 from roles import pgbackrest
-from roles.hostdata import HostConfig
-from roles.validation import load_inventory_isolated
+from validation import load_inventory_isolated
 
 # tests/infra/conftest.py: only backup hosts are checked
 host_roles = ("backup",)

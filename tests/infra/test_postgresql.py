@@ -6,16 +6,17 @@ import re
 
 import pytest
 
-from roles import pgbackrest, render, secrets
-from roles.facts.hardware import HostHardware
-from roles.facts.postgresql import (
+from facts.hardware import HostHardware
+from facts.postgresql import (
     PostgresqlDatabases,
     PostgresqlReplicationSlots,
     PostgresqlRoles,
     PostgresqlWalReceiver,
 )
-from roles.hostdata import HostConfig
-from roles.operations.postgresql import password_matches, slot_name, unit
+from model import secrets
+from model.hostdata import HostConfig
+from operations.postgresql import password_matches, slot_name, unit
+from roles import pgbackrest, render
 from roles.postgresql import PASSFILE, REPLICATION_USER, database_grants
 
 from tests.infra.conftest import _inventory

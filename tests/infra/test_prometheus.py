@@ -5,9 +5,9 @@ exporter of every backup host) up."""
 import json
 import urllib.parse
 
+from model.hostdata import HostConfig
 from roles import monitoring, monitoring_rules
-from roles.hostdata import HostConfig
-from roles.validation import load_inventory_isolated
+from validation import load_inventory_isolated
 
 from tests.infra.test_monitoring import fetch
 

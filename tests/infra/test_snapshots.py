@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from host_scripts import db_snapshot
 from roles import snapshots
-from roles.host_scripts import db_snapshot
 
 # tests/infra/conftest.py: only the database hosts are checked (a backup host runs no engine)
 host_roles = ("primary", "replica")

@@ -3,12 +3,12 @@ capacity."""
 
 import pytest
 
+from facts.drives import DrivesByPattern
+from facts.hardware import HostHardware
+from facts.zfs import ZfsDatasetProperties, ZpoolProperties, ZpoolTopology
+from model.zfs_properties import same_value
+from operations import zpool
 from roles import render, zfs_packages
-from roles.facts.drives import DrivesByPattern
-from roles.facts.hardware import HostHardware
-from roles.facts.zfs import ZfsDatasetProperties, ZpoolProperties, ZpoolTopology
-from roles.operations import zpool
-from roles.zfs_properties import same_value
 
 from tests.infra.probe import fact
 

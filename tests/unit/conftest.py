@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.secrets import Secrets
+from model.secrets import Secrets
 
 from tests.unit.real_servers import postgres_scratch
 

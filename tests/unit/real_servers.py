@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from roles import db_settings_generate
+from engines import db_settings_generate
 
 PG_BIN = Path(db_settings_generate.PG_BIN)
 MARIADBD = Path(db_settings_generate.MARIADBD)

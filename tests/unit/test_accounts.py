@@ -4,8 +4,8 @@ adduser --system --group as Debian's maintainer scripts do)."""
 import pytest
 from pyinfra.api import OperationError
 
-from roles.facts.accounts import SystemAccount
-from roles.operations.accounts import system_account
+from facts.accounts import SystemAccount
+from operations.accounts import system_account
 
 from tests.unit.fact_stubs import run_operation
 

@@ -1,4 +1,4 @@
-"""roles/host_scripts/backup_pull.py: the commands it runs (exact argv, through a fake runner that
+"""host_scripts/backup_pull.py: the commands it runs (exact argv, through a fake runner that
 plays the database hosts and the backup host's pool), what it makes of their answers, its report,
 its metrics and its config checks."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.host_scripts import backup_pull as b
+from host_scripts import backup_pull as b
 
 from tests.unit.test_zfs_metrics import check_with_promtool, parse_exposition
 

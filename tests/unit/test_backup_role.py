@@ -6,12 +6,12 @@ import subprocess
 
 import pytest
 
+from facts.zfs import ZfsAllowed, parse_allowed
+from model.hostdata import HostConfig
+from model.secrets import Secrets
+from operations import zfs as zfs_ops
 from roles import backup, pgbackrest
-from roles.facts.zfs import ZfsAllowed, parse_allowed
-from roles.hostdata import HostConfig
-from roles.operations import zfs as zfs_ops
-from roles.secrets import Secrets
-from roles.validation import validate
+from validation import validate
 
 from tests.unit.conftest import backup_data
 from tests.unit.fact_stubs import run_operation

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 
 from bench import variants
+from model.hostdata import DEFAULTS
 from roles import render
-from roles.hostdata import DEFAULTS
 
 from tests.unit.conftest import GIB, host_data
 from tests.unit.real_servers import PG_BIN, as_postgres, mariadbd_values, require

@@ -1,4 +1,4 @@
-"""roles/host_scripts/binlog_stream.py against stand-ins for mariadb and mariadb-binlog."""
+"""host_scripts/binlog_stream.py against stand-ins for mariadb and mariadb-binlog."""
 
 import json
 import os
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.host_scripts import binlog_stream as s
+from host_scripts import binlog_stream as s
 
 
 @pytest.fixture

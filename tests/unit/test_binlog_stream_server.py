@@ -1,4 +1,4 @@
-"""roles/host_scripts/binlog_stream.py against a real mariadbd (Debian's, as on the hosts): the
+"""host_scripts/binlog_stream.py against a real mariadbd (Debian's, as on the hosts): the
 stream's account may stream and nothing else, the files it writes are the server's byte for byte,
 and they replay onto another server up to a moment (MariaDB's point-in-time recovery: from a
 copy's GTID position, `--stop-datetime`), every transaction committed before it and none after.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.host_scripts import binlog_stream as s
+from host_scripts import binlog_stream as s
 
 from tests.unit.real_servers import MARIADBD, mariadb_install_db, require
 

@@ -1,4 +1,4 @@
-"""The operations both engine roles share (roles/operations/common.py), against fact stubs: config
+"""The operations both engine roles share (operations/common.py), against fact stubs: config
 files checked by the host's own program before they replace the live one, secret files, systemd
 reloads and the no-op that keeps a step's place."""
 
@@ -7,9 +7,9 @@ import hashlib
 from pyinfra.api import FileUploadCommand, HiddenValue
 from pyinfra.context import ctx_host
 
-from roles.facts.config_files import ConfigFilesState, ConfigFileState
-from roles.facts.postgresql import SystemdNeedsReload
-from roles.operations import common
+from facts.config_files import ConfigFilesState, ConfigFileState
+from facts.postgresql import SystemdNeedsReload
+from operations import common
 
 from tests.unit.fact_stubs import FakeHost, run_operation
 

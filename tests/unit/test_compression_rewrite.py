@@ -1,14 +1,14 @@
-"""The compression rewrite: what is rewritten and what refuses (roles/compression_rewrite.py), the
-commands of each step against fact stubs, cut runs included (roles/operations/rewrite.py), and the
-roll's before/after report (roles/rolling.py)."""
+"""The compression rewrite: what is rewritten and what refuses (day2/compression_rewrite.py), the
+commands of each step against fact stubs, cut runs included (operations/rewrite.py), and the
+roll's before/after report (day2/rolling.py)."""
 
 import pytest
 
-from roles import compression_rewrite as cr, rolling
-from roles.facts.zfs import ZfsDatasetProperties
-from roles.hostdata import HostConfig
-from roles.operations import rewrite, zfs as zfs_ops
-from roles.zfs_properties import BLOCKS_COMPRESSION
+from day2 import compression_rewrite as cr, rolling
+from facts.zfs import ZfsDatasetProperties
+from model.hostdata import HostConfig
+from model.zfs_properties import BLOCKS_COMPRESSION
+from operations import rewrite, zfs as zfs_ops
 
 from tests.unit.conftest import GIB, host_data
 from tests.unit.fact_stubs import run_operation

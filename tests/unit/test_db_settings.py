@@ -1,4 +1,4 @@
-"""db_settings checks (roles/db_settings.py), offline: each class of problem with a bad input and
+"""db_settings checks (engines/db_settings.py), offline: each class of problem with a bad input and
 the exact report, the values each engine's parsers accept, the boolean normaliser, the memory check.
 That the servers agree with these verdicts is tests/unit/test_db_settings_servers.py."""
 
@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from roles import db_settings
-from roles.hostdata import HostConfig
-from roles.validation import validate
+from engines import db_settings
+from model.hostdata import HostConfig
+from validation import validate
 
 from tests.unit.conftest import GIB
 
@@ -544,7 +544,7 @@ def test_memory_problems_takes_the_live_hardware(fleet):
 
 
 def test_memory_without_overrides_is_the_sized_budget(fleet):
-    # The check counts what roles.sizing budgets: with nothing overridden it is the budget, which fits.
+    # The check counts what model.sizing budgets: with nothing overridden it is the budget, which fits.
     hosts = copy.deepcopy(fleet)
     hw_grid = [(4 * GIB, 2), (16 * GIB, 8), (512 * GIB, 64), (2 * 1024 * GIB, 128)]
     for name in ("db1", "pg1"):

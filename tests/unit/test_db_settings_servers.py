@@ -1,7 +1,7 @@
 """The db_settings checks agree with the real servers (mariadb-server and postgresql-15, installed by
 scripts/bootstrap; a missing server fails these tests, it never skips them):
 
-- the data files in roles/data/ are what `python -m roles.db_settings --generate` makes from the
+- the data files in engines/data/ are what `python -m engines.db_settings_generate` makes from the
   installed servers, so a new server version that changes a setting fails here until the files are
   regenerated (and the diff reviewed);
 - for a sample of each type of setting (boolean, integer with and without a unit, real, enum, set),
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from roles import db_settings, db_settings_generate
-from roles.hostdata import HostConfig
+from engines import db_settings, db_settings_generate
+from model.hostdata import HostConfig
 from roles.render import render_host
 
 from tests.unit.real_servers import MARIADBD, PG_BIN, postgres_scratch, require
@@ -38,7 +38,7 @@ def test_data_files_match_the_installed_servers(engine):
         )
     )
     assert generated == checked_in, (
-        f"{path} differs from the installed server's settings: run python -m roles.db_settings "
+        f"{path} differs from the installed server's settings: run python -m engines.db_settings "
         f"--generate and review the diff\n{diff[:5000]}"
     )
 

@@ -1,4 +1,4 @@
-"""roles/host_scripts/db_snapshot.py: which snapshots are due, their names, the positions stored on
+"""host_scripts/db_snapshot.py: which snapshots are due, their names, the positions stored on
 them, and the MariaDB session that blocks commits while the snapshot is taken (against a real
 mariadbd)."""
 
@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from host_scripts import db_snapshot as s
 from roles import snapshots
-from roles.host_scripts import db_snapshot as s
 
 from tests.unit.real_servers import MARIADBD, mariadb_install_db, require
 

@@ -3,9 +3,10 @@ page on the data dataset (the same rule as PostgreSQL's full_page_writes at 8k).
 
 import pytest
 
-from roles import render, validation
-from roles.hostdata import HostConfig
-from roles.secrets import Secrets
+import validation
+from model.hostdata import HostConfig
+from model.secrets import Secrets
+from roles import render
 
 SECRETS = Secrets({"replication_password": "x"}, "test")
 

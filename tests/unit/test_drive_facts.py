@@ -2,7 +2,7 @@ import subprocess
 
 import pytest
 
-from roles.facts.drives import LABEL_AREAS_BLANK, DrivesByPattern, DriveState, natural_key
+from facts.drives import LABEL_AREAS_BLANK, DrivesByPattern, DriveState, natural_key
 
 from tests.unit.fact_stubs import fixture_lines
 

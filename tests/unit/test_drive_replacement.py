@@ -1,7 +1,7 @@
-"""runbooks/replace_drive.py's pre-checks (roles/drive_replacement.py); the operation itself is
+"""runbooks/replace_drive.py's pre-checks (day2/drive_replacement.py); the operation itself is
 tested in test_zpool_operation.py (replace)."""
 
-from roles.drive_replacement import by_id, problems
+from day2.drive_replacement import by_id, problems
 
 HOSTS = ["db1", "db2"]
 OLD = "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_db2-nvme03"

@@ -4,8 +4,8 @@ packages without needless list refreshes, config files rendered by roles/render.
 import pytest
 from pyinfra.api.exceptions import PyinfraError
 
+from model.hostdata import HostConfig
 from roles import engine, mariadb, postgresql, render
-from roles.hostdata import HostConfig
 
 
 def group_of(fleet, name):
@@ -79,7 +79,7 @@ def test_memory_overrides_beyond_the_live_ram_stop_the_deploy(fleet):
     """Validation sized from the declared hardware; the live host may have less RAM."""
     from pyinfra.context import ctx_host
 
-    from roles.facts.hardware import HostHardware
+    from facts.hardware import HostHardware
 
     from tests.unit.fact_stubs import FakeHost
 

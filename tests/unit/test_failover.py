@@ -1,14 +1,15 @@
-"""The failover (roles/failover.py, take_over in roles/operations/*_topology.py): which replica is
+"""The failover (day2/failover.py, take_over in operations/*_topology.py): which replica is
 promoted, what refuses before any host is changed, and the commands that promote, against fact
 stubs."""
 
 from pyinfra.context import ctx_host
 
-from roles import engine, failover
-from roles.facts.mariadb import MariadbReplicaStatus, MariadbVariables
-from roles.facts.postgresql import PostgresqlWalReceiver
-from roles.hostdata import HostConfig
-from roles.operations import mariadb_topology, postgresql_topology
+from day2 import failover
+from facts.mariadb import MariadbReplicaStatus, MariadbVariables
+from facts.postgresql import PostgresqlWalReceiver
+from model.hostdata import HostConfig
+from operations import mariadb_topology, postgresql_topology
+from roles import engine
 
 from tests.unit.fact_stubs import FakeHost
 
@@ -94,7 +95,7 @@ def test_postgresql_take_over_replays_what_it_received_then_promotes():
 
 
 def test_port_probe_fact_asks_bash_for_a_tcp_connection():
-    from roles.facts.network import PortAnswers
+    from facts.network import PortAnswers
 
     command = str(PortAnswers().command(address="10.99.0.11", port=3306).get_raw_value())
     assert command.startswith("timeout 3 bash -c") and "/dev/tcp/10.99.0.11/3306" in command

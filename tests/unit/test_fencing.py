@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
+from model.hostdata import HostConfig
 from roles import fencing, render
-from roles.hostdata import HostConfig
 
 
 def configs(fleet, engine):

@@ -1,4 +1,4 @@
-from roles.facts.hardware import HostHardware
+from facts.hardware import HostHardware
 
 GIB = 1024**3
 

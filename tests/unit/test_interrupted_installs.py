@@ -1,10 +1,10 @@
 """A converge killed during a package install: the DpkgInterrupted fact and the operation that
-finishes the leftovers before the next install (roles/operations/packages.py)."""
+finishes the leftovers before the next install (operations/packages.py)."""
 
 import subprocess
 
-from roles.facts.dpkg import DpkgInterrupted
-from roles.operations import packages
+from facts.dpkg import DpkgInterrupted
+from operations import packages
 
 from tests.unit.fact_stubs import run_operation
 

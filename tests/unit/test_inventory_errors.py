@@ -1,4 +1,4 @@
-"""Mistakes in the inventory file itself: `./dbzfs validate INVENTORY` (roles.validation.main)
+"""Mistakes in the inventory file itself: `./dbzfs validate INVENTORY` (validation.main)
 names the file in one header line, then each problem with its line or host, the value and the fix;
 it exits non-zero and never prints a traceback."""
 
@@ -19,7 +19,7 @@ def validate_cli(inventory):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DBZFS_")}
     env.update(DBZFS_SECRETS_FILE="/nonexistent/secrets.yml", DBZFS_SECRET_REPLICATION_PASSWORD="x")
     result = subprocess.run(
-        [sys.executable, "-m", "roles.validation", str(inventory)],
+        [sys.executable, "-m", "validation", str(inventory)],
         cwd=REPO,
         env=env,
         capture_output=True,

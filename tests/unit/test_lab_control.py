@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from lab import control, definition
-from roles import secrets as secrets_mod
+from model import secrets as secrets_mod
 
 KEY = control.BACKUP_SSH_KEY
 
@@ -53,7 +53,7 @@ def test_the_backup_key_is_generated_with_the_passwords_and_reads_back_as_writte
     key = held[KEY]
     assert key.startswith("-----BEGIN OPENSSH PRIVATE KEY-----\n")
     assert key.endswith("-----END OPENSSH PRIVATE KEY-----\n") and key.count("\n") > 3
-    # the deploy reads the file with roles/secrets.py: the scalar's text, the same key
+    # the deploy reads the file with model/secrets.py: the scalar's text, the same key
     loaded = secrets_mod.load({"DBZFS_SECRETS_FILE": str(secrets_file)})
     assert {k: loaded.get(k) for k in control.LAB_SECRETS} == {k: held[k] for k in control.LAB_SECRETS}
     assert all(loaded.get(k) for k in control.LAB_SECRETS)

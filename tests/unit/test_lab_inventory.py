@@ -70,8 +70,8 @@ def test_bare_vms_are_not_in_the_lab_inventory_but_in_their_own():
 
 
 def test_lab_install_inventory_passes_validation():
-    from roles.secrets import Secrets
-    from roles.validation import load_inventory_isolated, validate
+    from model.secrets import Secrets
+    from validation import load_inventory_isolated, validate
 
     secrets = Secrets({"replication_password": "x" * 24}, "test")
     assert validate(load_inventory_isolated("inventories/lab_install.py"), secrets) == []
@@ -148,8 +148,8 @@ def test_joining_vms_are_booted_by_name_and_join_through_the_topology_inventorie
 
 
 def test_the_three_node_inventories_pass_validation(tmp_path, monkeypatch):
-    from roles.secrets import Secrets
-    from roles.validation import load_inventory_isolated, validate
+    from model.secrets import Secrets
+    from validation import load_inventory_isolated, validate
 
     import tests.e2e.topology as topology
 
@@ -187,8 +187,8 @@ def test_the_backup_vm_is_in_its_own_inventory_with_the_lab_unchanged():
 
 def test_lab_backup_inventory_passes_validation():
     from lab.control import ssh_private_key
-    from roles.secrets import Secrets
-    from roles.validation import load_inventory_isolated, validate
+    from model.secrets import Secrets
+    from validation import load_inventory_isolated, validate
 
     secrets = Secrets(
         {

@@ -1,7 +1,7 @@
 """MariaDB facts parse what a real 10.11 server prints (fixtures captured from one), and tell an
 unreachable server (None) from an empty answer."""
 
-from roles.facts.mariadb import (
+from facts.mariadb import (
     START,
     UNREACHABLE,
     MariadbGrants,

@@ -7,13 +7,13 @@ import pytest
 from pyinfra.api import FileUploadCommand, HiddenValue, OperationError, StringCommand
 from pyinfra.context import ctx_host
 
-from roles.facts.mariadb import (
+from facts.mariadb import (
     MariadbGrants,
     MariadbReplicaStatus,
     MariadbSchemas,
     MariadbUsers,
 )
-from roles.operations import mariadb as ops
+from operations import mariadb as ops
 
 from tests.unit.fact_stubs import FakeHost, fixture_lines
 
@@ -341,7 +341,7 @@ def test_socket_user_with_a_password_is_switched_to_unix_socket():
 
 @pytest.mark.parametrize("on, live, expected", [(True, "OFF", "ON"), (False, "ON", "OFF")])
 def test_read_only_set_live_without_a_restart(on, live, expected):
-    from roles.facts.mariadb import MariadbVariables
+    from facts.mariadb import MariadbVariables
 
     commands, _, _ = run(ops.read_only, {MariadbVariables: {"read_only": live}}, on=on)
     assert commands == [f"mariadb -e 'SET GLOBAL read_only = {expected}'"]
@@ -350,7 +350,7 @@ def test_read_only_set_live_without_a_restart(on, live, expected):
 
 
 def test_read_only_planned_before_the_server_exists():
-    from roles.facts.mariadb import MariadbVariables
+    from facts.mariadb import MariadbVariables
 
     commands, _, _ = run(ops.read_only, {MariadbVariables: None}, on=True)
     assert commands == ["mariadb -e 'SET GLOBAL read_only = ON'"]

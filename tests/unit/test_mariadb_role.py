@@ -3,8 +3,8 @@ grants, and the rendered config path Debian reads last."""
 
 import pytest
 
+from model.hostdata import HostConfig
 from roles import mariadb, render
-from roles.hostdata import HostConfig
 
 from tests.unit.conftest import host_data
 

@@ -8,9 +8,9 @@ import subprocess
 import pytest
 import yaml
 
+from model.hostdata import HostConfig
 from roles import monitoring, monitoring_rules
-from roles.hostdata import HostConfig
-from roles.validation import load_inventory
+from validation import load_inventory
 
 from tests.unit.conftest import REPO, backup_data, host_data
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from model.hostdata import HostConfig
 from roles import monitoring_rules as mr
-from roles.hostdata import HostConfig
 
 from tests.unit.conftest import REPO, backup_data, host_data
 

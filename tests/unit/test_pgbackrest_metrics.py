@@ -1,4 +1,4 @@
-"""roles/host_scripts/pgbackrest_metrics.py: the `pgbackrest info` it runs (through a stand-in
+"""host_scripts/pgbackrest_metrics.py: the `pgbackrest info` it runs (through a stand-in
 runner answering with recorded JSON, the shapes of tests/unit/test_pgbackrest_role.py), the
 metrics it writes of each stanza and of its own run, its --stanza list and its failures."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from host_scripts import pgbackrest_metrics as m
 from roles import pgbackrest
-from roles.host_scripts import pgbackrest_metrics as m
 
 from tests.unit.test_pgbackrest_role import INFO_MISSING, INFO_NO_BACKUP, INFO_OK, START, backup_entry
 from tests.unit.test_zfs_metrics import check_with_promtool, parse_exposition

@@ -1,4 +1,4 @@
-"""roles/host_scripts/pgbackrest_remote.py, the forced command of pgBackRest's ssh keys: the
+"""host_scripts/pgbackrest_remote.py, the forced command of pgBackRest's ssh keys: the
 remote command lines pgBackRest sends pass, anything else is refused with the reason on stderr.
 pgbackrest itself never runs: os.execv is replaced by a recorder where a command passes."""
 
@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from roles.host_scripts import pgbackrest_remote as remote
+from host_scripts import pgbackrest_remote as remote
 
 # What the backup host's pgBackRest asks of a database host (a backup), and a database host's
 # archive_command of the backup host, as pgBackRest 2.45 builds them.

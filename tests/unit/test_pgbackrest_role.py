@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from facts.pgbackrest import MISSING_STANZA_PATH, NO_VALID_BACKUP, PgbackrestInfo, parse_info
+from model.hostdata import HostConfig
+from operations import pgbackrest as ops
 from roles import pgbackrest, render
-from roles.facts.pgbackrest import MISSING_STANZA_PATH, NO_VALID_BACKUP, PgbackrestInfo, parse_info
-from roles.hostdata import HostConfig
-from roles.operations import pgbackrest as ops
 
 from tests.unit.conftest import backup_data, host_data
 from tests.unit.fact_stubs import run_operation
@@ -600,7 +600,7 @@ def test_no_repository_section_without_a_postgresql_host(with_backup):
 def test_the_metrics_first_run_is_once_info_was_read():
     from pyinfra.facts.files import FileContents
 
-    from roles.operations import snapshots as snapshot_ops
+    from operations import snapshots as snapshot_ops
 
     args = {
         "unit": pgbackrest.METRICS_UNIT,
@@ -618,8 +618,8 @@ def test_the_metrics_first_run_is_once_info_was_read():
 
 
 def test_the_repository_s_first_snapshots_are_taken_by_sanoid_once():
-    from roles.facts.zfs import ZfsSnapshots
-    from roles.operations import snapshots as snapshot_ops
+    from facts.zfs import ZfsSnapshots
+    from operations import snapshots as snapshot_ops
 
     dataset = "dbpool/pgbackrest"
     commands, _ = run_operation(

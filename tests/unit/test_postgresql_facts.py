@@ -2,7 +2,7 @@
 
 import subprocess
 
-from roles.facts.postgresql import (
+from facts.postgresql import (
     DOWN,
     UP,
     PostgresqlCluster,

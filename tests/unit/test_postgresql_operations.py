@@ -9,7 +9,7 @@ import pytest
 from pyinfra.api import FileUploadCommand, OperationError
 from pyinfra.context import ctx_host
 
-from roles.facts.postgresql import (
+from facts.postgresql import (
     PostgresqlCluster,
     PostgresqlConfigAge,
     PostgresqlDatabases,
@@ -19,7 +19,7 @@ from roles.facts.postgresql import (
     PostgresqlRoles,
     PostgresqlWalReceiver,
 )
-from roles.operations import postgresql as pg
+from operations import postgresql as pg
 
 from tests.unit.fact_stubs import FakeHost, run_operation
 

@@ -8,9 +8,9 @@ import hashlib
 import pytest
 from pyinfra.api.exceptions import PyinfraError
 
+from model.hostdata import HostConfig
+from operations import postgresql as pg
 from roles import postgresql as role
-from roles.hostdata import HostConfig
-from roles.operations import postgresql as pg
 
 # Computed by PostgreSQL 15 itself: ALTER ROLE postgres PASSWORD 'Pa:ss\w0rd-x'.
 PG_VERIFIER = (

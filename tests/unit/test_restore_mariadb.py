@@ -1,7 +1,7 @@
-"""roles/restore_mariadb.py (runbooks/restore.py for a MariaDB host): every problem the inventory
+"""day2/restore_mariadb.py (runbooks/restore.py for a MariaDB host): every problem the inventory
 and the parameters show (plan_problems) and those the backup host's copies and binlogs, the target
 and the primary show (live_problems), the choice of the copy, the report; the operations
-(roles/operations/mariadb_restore.py) against fact stubs; the receive wrapper; every step on the
+(operations/mariadb_restore.py) against fact stubs; the receive wrapper; every step on the
 right host; and the replay's exact commands against real mariadbd servers."""
 
 import inspect
@@ -15,11 +15,12 @@ from types import SimpleNamespace
 import pytest
 from pyinfra.api import HiddenValue, OperationError
 
-from roles import engine, mariadb, preflight, restore, restore_mariadb as rm
-from roles.facts.mariadb import BinlogFiles, MariadbLiveRole
-from roles.facts.zfs import ZfsDatasetProperties, ZfsSnapshotPositions
-from roles.hostdata import HostConfig
-from roles.operations import mariadb_restore as ops
+from day2 import restore, restore_mariadb as rm, restore_run
+from facts.mariadb import BinlogFiles, MariadbLiveRole
+from facts.zfs import ZfsDatasetProperties, ZfsSnapshotPositions
+from model.hostdata import HostConfig
+from operations import mariadb_restore as ops, runtime
+from roles import engine, mariadb
 
 from tests.unit.conftest import backup_data
 from tests.unit.fact_stubs import FakeHost
@@ -708,7 +709,7 @@ def test_the_report_of_a_replica(configs):
 
 @pytest.fixture
 def wired(monkeypatch, fleet):
-    """roles.restore.run against a stand-in inventory: records every engine.step of one host."""
+    """day2.restore_run.run against a stand-in inventory: records every engine.step of one host."""
     hosts = {
         name: SimpleNamespace(name=name, data=d) for name, d in {**fleet, "backup1": backup_data()}.items()
     }
@@ -724,10 +725,10 @@ def wired(monkeypatch, fleet):
             return list(hosts.values())
 
     current = SimpleNamespace(name=None, data=None)
-    for module in (restore, rm, engine):
+    for module in (restore, restore_run, rm, engine):
         monkeypatch.setattr(module, "inventory", Inventory())
         monkeypatch.setattr(module, "host", current)
-    monkeypatch.setattr(preflight, "_once", {})
+    monkeypatch.setattr(runtime, "_once", {})
     monkeypatch.setattr(rm, "_reported", set())
     monkeypatch.setattr(
         rm, "state", SimpleNamespace(add_callback_handler=lambda handler: reports.append(handler))
@@ -749,7 +750,7 @@ def wired(monkeypatch, fleet):
     def deploy(name, **arguments):
         current.name, current.data = name, {**hosts[name].data, **arguments}
         steps.clear()
-        restore.run()
+        restore_run.run()
         return list(steps)
 
     deploy.role_files, deploy.reports = role_files, reports

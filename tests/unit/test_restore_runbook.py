@@ -1,17 +1,17 @@
-"""roles/restore.py (runbooks/restore.py): the moment given, the plan and pgbackrest restore's
+"""day2/restore.py (runbooks/restore.py): the moment given, the plan and pgbackrest restore's
 options, every problem the inventory and the parameters show (plan_problems) and those the
 repository and the hosts show (live_problems), the report; and the restore's operations
-(roles/operations/pg_restore.py) against fact stubs."""
+(operations/pg_restore.py) against fact stubs."""
 
 import subprocess
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from roles import restore
-from roles.facts.postgresql import PostgresqlCluster
-from roles.hostdata import HostConfig
-from roles.operations import pg_restore as ops
+from day2 import restore
+from facts.postgresql import PostgresqlCluster
+from model.hostdata import HostConfig
+from operations import pg_restore as ops
 
 from tests.unit.conftest import backup_data
 from tests.unit.fact_stubs import FakeHost, run_operation
@@ -142,7 +142,7 @@ def test_an_unknown_target_is_a_problem(configs):
 
 
 def test_a_mariadb_target_is_not_postgresql_s_to_plan(configs):
-    """roles.restore.run hands a MariaDB target to roles/restore_mariadb.py before this."""
+    """day2.restore.run hands a MariaDB target to day2/restore_mariadb.py before this."""
     p = only(planned(configs, target="db2", mode="replica")[1])
     assert problem_parts(p) == ("db2", "target", "db2")
     assert p.message == "not a PostgreSQL host (mariadb)" and "MariaDB" in p.fix

@@ -1,12 +1,12 @@
-"""The rolling converge's plan, gate verdicts and reading of pyinfra's output (roles/rolling.py)."""
+"""The rolling converge's plan, gate verdicts and reading of pyinfra's output (day2/rolling.py)."""
 
 import functools
 
 import pytest
 
-from roles import rolling
-from roles.hostdata import HostConfig
-from roles.validation import REPO_ROOT, load_inventory_isolated
+from day2 import rolling
+from model.hostdata import HostConfig
+from validation import REPO_ROOT, load_inventory_isolated
 
 
 @functools.cache
@@ -192,7 +192,7 @@ def test_a_dry_converge_keeps_pyinfras_change_detection(monkeypatch, dry, wanted
     """-y skips the "Detected changes" table, the only thing a --dry run shows."""
     import subprocess
 
-    from roles import rolling_run
+    from day2 import rolling_run
 
     calls = []
 

@@ -1,4 +1,4 @@
-"""The roll's steps for a primary rolled through a switchover (roles/rolling_run.py), against
+"""The roll's steps for a primary rolled through a switchover (day2/rolling_run.py), against
 stand-ins for pyinfra and the gates: what runs, in which order, with which inventory, and where
 the roll stops."""
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from roles import rolling, rolling_run
-from roles.validation import load_inventory_isolated
+from day2 import rolling, rolling_run
+from validation import load_inventory_isolated
 
 
 @functools.cache

@@ -1,12 +1,12 @@
-"""The secrets file (roles/secrets.py): a mistake in it is one message naming the file and the line,
+"""The secrets file (model/secrets.py): a mistake in it is one message naming the file and the line,
 and never any of its content (YAML's own messages quote the file: they would print secrets)."""
 
 import os
 
 import pytest
 
-from roles import secrets
-from roles.secrets import SecretsError
+from model import secrets
+from model.secrets import SecretsError
 
 SECRET = "hunter2-Xq9"  # appears in every bad file below: must never appear in a message
 FIX = "Fix: one 'key: secret' per line, e.g. replication_password: '...' (quote secrets holding : # ' or \")"
@@ -129,7 +129,7 @@ def test_cli_reports_a_malformed_secrets_file_without_content(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DBZFS_")}
     env["DBZFS_SECRETS_FILE"] = str(path)
     result = subprocess.run(
-        [sys.executable, "-m", "roles.validation", "inventories/prod.py"],
+        [sys.executable, "-m", "validation", "inventories/prod.py"],
         cwd=REPO,
         env=env,
         capture_output=True,

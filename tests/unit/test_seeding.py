@@ -1,4 +1,4 @@
-"""Seeding a replica from ZFS snapshots (roles/seeding.py, roles/operations/seeding.py,
+"""Seeding a replica from ZFS snapshots (day2/seeding.py, operations/seeding.py,
 templates/seed-receive.sh.j2): the pre-checks refuse before any host is changed, every operation's
 commands against fact stubs, every generated command parses (bash -n), no secret is ever on a
 command line, the receive wrapper refuses what is not a receive into a seed dataset, and the send
@@ -19,14 +19,15 @@ from pyinfra.api import FileUploadCommand, HiddenValue, OperationError, StringCo
 from pyinfra.context import ctx_host
 from pyinfra.facts.files import FileContents
 
-from roles import engine, mariadb, preflight, seeding
-from roles.facts.mariadb import MariadbReplicaStatus
-from roles.facts.postgresql import PostgresqlCluster, PostgresqlControlData, PostgresqlLiveRole
-from roles.facts.units import UnitState
-from roles.facts.zfs import ZfsDatasetProperties
-from roles.hostdata import HostConfig
-from roles.operations import postgresql_topology, seeding as ops
-from roles.operations.zfs import unmount_command
+from day2 import seeding
+from facts.mariadb import MariadbReplicaStatus
+from facts.postgresql import PostgresqlCluster, PostgresqlControlData, PostgresqlLiveRole
+from facts.units import UnitState
+from facts.zfs import ZfsDatasetProperties
+from model.hostdata import HostConfig
+from operations import postgresql_topology, runtime, seeding as ops
+from operations.zfs import unmount_command
+from roles import engine, mariadb
 
 from tests.unit.conftest import GIB, host_data
 from tests.unit.fact_stubs import FakeHost
@@ -1186,7 +1187,7 @@ def test_a_failed_step_removes_that_hosts_key_at_once(configs, caplog):
 
 @pytest.fixture
 def wired(monkeypatch, fleet):
-    """roles.seeding.run against a stand-in inventory (the fleet plus pg3 and db3): records every
+    """day2.seeding.run against a stand-in inventory (the fleet plus pg3 and db3): records every
     engine.step of one host's deploy."""
     hosts = {name: SimpleNamespace(name=name, data=d) for name, d in with_second_replicas(fleet).items()}
 
@@ -1204,7 +1205,7 @@ def wired(monkeypatch, fleet):
     for module in (seeding, engine):
         monkeypatch.setattr(module, "inventory", Inventory())
         monkeypatch.setattr(module, "host", current)
-    monkeypatch.setattr(preflight, "_once", {})
+    monkeypatch.setattr(runtime, "_once", {})
     monkeypatch.setattr(seeding, "read_members", found_for)
     monkeypatch.setattr(seeding, "one_time_key", lambda comment: (HiddenValue(PRIVATE_KEY), PUBLIC_KEY))
     monkeypatch.setattr(engine, "secret", lambda key: HiddenValue(PASSWORD))

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from roles.sizing import GIB, KIB, MIB, Hardware, arc_min_default, os_headroom, size
+from model.sizing import GIB, KIB, MIB, Hardware, arc_min_default, os_headroom, size
 
 TIB = 1024 * GIB
 LETS_ENCRYPT = Hardware(ram_bytes=2 * TIB, cpus=128, drives=24)

@@ -7,13 +7,13 @@ import shlex
 import pytest
 from pyinfra.facts.files import FileContents
 
+from facts.zfs import ZfsSnapshots
+from host_scripts import db_snapshot
+from model.hostdata import HostConfig
+from model.secrets import Secrets
+from operations import snapshots as snapshot_ops
 from roles import snapshots
-from roles.facts.zfs import ZfsSnapshots
-from roles.host_scripts import db_snapshot
-from roles.hostdata import HostConfig
-from roles.operations import snapshots as snapshot_ops
-from roles.secrets import Secrets
-from roles.validation import validate
+from validation import validate
 
 from tests.unit.fact_stubs import run_operation
 

@@ -1,4 +1,4 @@
-"""The planned switchover (roles/switchover*.py, roles/operations/mariadb_topology.py and
+"""The planned switchover (roles/switchover*.py, operations/mariadb_topology.py and
 postgresql_topology.py): its pre-checks refuse before any host is changed, the new roles and the
 inventory change it prints, and the commands that promote and re-point, against fact stubs."""
 
@@ -8,11 +8,12 @@ import pytest
 from pyinfra.api import FileUploadCommand, HiddenValue, OperationError
 from pyinfra.context import ctx_host
 
-from roles import engine, switchover, switchover_mariadb, switchover_postgresql
-from roles.facts.mariadb import MariadbReplicaStatus, MariadbVariables
-from roles.facts.postgresql import PostgresqlControlData, PostgresqlLiveRole, PostgresqlReplicationSlots
-from roles.hostdata import HostConfig
-from roles.operations import mariadb_topology as ops, postgresql_topology as pg_ops
+from day2 import switchover, switchover_mariadb, switchover_postgresql
+from facts.mariadb import MariadbReplicaStatus, MariadbVariables
+from facts.postgresql import PostgresqlControlData, PostgresqlLiveRole, PostgresqlReplicationSlots
+from model.hostdata import HostConfig
+from operations import mariadb_topology as ops, postgresql_topology as pg_ops
+from roles import engine
 
 from tests.unit.fact_stubs import FakeHost
 

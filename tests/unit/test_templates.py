@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from roles.hostdata import HostConfig
+from model.hostdata import HostConfig
 from roles.render import render_host
-from roles.validation import load_inventory
+from validation import load_inventory
 
 from tests.unit.real_servers import MARIADBD, PG_BIN, mariadbd_values, postgres_scratch, require
 

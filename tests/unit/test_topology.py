@@ -4,10 +4,10 @@ what runs; a server that does not answer has nothing to fight."""
 
 import pytest
 
+from facts.mariadb import MariadbLiveRole
+from facts.postgresql import PostgresqlLiveRole, conninfo_host
+from model.hostdata import HostConfig
 from roles import engine, topology
-from roles.facts.mariadb import MariadbLiveRole
-from roles.facts.postgresql import PostgresqlLiveRole, conninfo_host
-from roles.hostdata import HostConfig
 
 
 def check(fleet, name, fact):

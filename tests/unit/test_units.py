@@ -2,8 +2,8 @@
 
 import pytest
 
-from roles.facts.units import UnitsState, UnitState
-from roles.operations.units import current as current_op, service
+from facts.units import UnitsState, UnitState
+from operations.units import current as current_op, service
 
 from tests.unit.fact_stubs import run_operation
 

@@ -1,5 +1,5 @@
 """
-roles.operations.zfs.unmount_command against real busy mounts on this machine: tmpfs mounts held
+operations.zfs.unmount_command against real busy mounts on this machine: tmpfs mounts held
 by real processes. `zfs` itself is a small script over `umount`, since this machine has no pool;
 what is under test is the waiting, the exit status and the naming of what holds the mount.
 """
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from roles.operations.zfs import HOLDERS_SCRIPT, unmount_command
+from operations.zfs import HOLDERS_SCRIPT, unmount_command
 
 ZFS_OVER_UMOUNT = """#!/bin/bash
 # zfs get -H -o value mounted|mountpoint DATASET, zfs unmount DATASET: DATASET is a path here

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from roles.secrets import Secrets
-from roles.validation import ValidationError, check, validate
+from model.secrets import Secrets
+from validation import ValidationError, check, validate
 
 from tests.unit.conftest import REPO, by_id
 
@@ -249,7 +249,7 @@ def run_cli(inventory, env_extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DBZFS_")}
     env.update(env_extra, DBZFS_SECRETS_FILE="/nonexistent/secrets.yml")
     return subprocess.run(
-        [sys.executable, "-m", "roles.validation", str(inventory)],
+        [sys.executable, "-m", "validation", str(inventory)],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -1,12 +1,12 @@
-"""roles/validation.py on point-in-time recovery (roles/pgbackrest.py): the PostgreSQL hosts' key
+"""validation/ on point-in-time recovery (roles/pgbackrest.py): the PostgreSQL hosts' key
 to the repository (secret pgbackrest_ssh_private_key) wherever a backup host and a PostgreSQL
 host meet, and the ranges of the archive and backup settings."""
 
 import pytest
 
+from model.secrets import Secrets
 from roles import backup, pgbackrest
-from roles.secrets import Secrets
-from roles.validation import validate
+from validation import validate
 
 from tests.unit.conftest import backup_data
 

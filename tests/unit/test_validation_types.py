@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from roles.hostdata import HostConfig
-from roles.secrets import Secrets
-from roles.validation import KEY_TYPES, KNOWN_KEYS, validate
+from model.hostdata import HostConfig
+from model.secrets import Secrets
+from validation import KEY_TYPES, KNOWN_KEYS, validate
 
 from tests.unit.conftest import DEFAULTS, REPO, host_data
 
@@ -99,7 +99,7 @@ def test_a_setting_name_that_is_not_a_string(fleet):
 def test_every_documented_key_is_typed_and_read():
     """group_data/all.py documents exactly the keys validation knows, and HostConfig reads each."""
     assert set(DEFAULTS) == KNOWN_KEYS == set(KEY_TYPES)
-    source = (REPO / "roles" / "hostdata.py").read_text()
+    source = (REPO / "model" / "hostdata.py").read_text()
     unread = [k for k in KNOWN_KEYS if not re.search(rf'(data, |data\.get\()"{k}"', source)]
     assert unread == []
 

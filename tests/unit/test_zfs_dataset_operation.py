@@ -3,8 +3,8 @@ import logging
 import pytest
 from pyinfra.api import OperationValueError
 
-from roles.facts.zfs import ZfsDatasetProperties, ZfsModuleParameters
-from roles.operations import zfs
+from facts.zfs import ZfsDatasetProperties, ZfsModuleParameters
+from operations import zfs
 
 from tests.unit.fact_stubs import fixture_lines, run_operation
 

@@ -1,4 +1,4 @@
-from roles.facts.zfs import (
+from facts.zfs import (
     ZfsDatasetProperties,
     ZfsModuleParameters,
     ZpoolProperties,

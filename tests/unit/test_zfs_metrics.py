@@ -1,4 +1,4 @@
-"""roles/host_scripts/zfs_metrics.py: the node_exporter textfile collector run on each database host.
+"""host_scripts/zfs_metrics.py: the node_exporter textfile collector run on each database host.
 
 The fixtures in fixtures/zfs_metrics/ are OpenZFS 2.3.2's outputs for pool states the lab cannot
 easily produce (spare in use, checksum and data errors, scrub running, several pools), written by
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from roles.host_scripts import zfs_metrics as zm
+from host_scripts import zfs_metrics as zm
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "roles" / "host_scripts" / "zfs_metrics.py"
+SCRIPT = REPO / "host_scripts" / "zfs_metrics.py"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "zfs_metrics"
 REAL = FIXTURES / "real"
 PROMTOOL = REPO / ".venv" / "bin" / "promtool"

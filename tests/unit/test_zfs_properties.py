@@ -1,6 +1,6 @@
 import pytest
 
-from roles.zfs_properties import (
+from model.zfs_properties import (
     CREATE_ONLY_PROPERTIES,
     format_value,
     normalise,

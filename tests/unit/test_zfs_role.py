@@ -7,10 +7,10 @@ import pytest
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.context import ctx_host
 
+from facts.drives import DrivesByPattern
+from facts.zfs import ZpoolTopology
+from model.hostdata import HostConfig
 from roles import zfs
-from roles.facts.drives import DrivesByPattern
-from roles.facts.zfs import ZpoolTopology
-from roles.hostdata import HostConfig
 
 from tests.unit.conftest import host_data
 from tests.unit.fact_stubs import FakeHost, fixture_lines

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.facts.zfs import ModuleRepositoryPackages
+from facts.zfs import ModuleRepositoryPackages
 from zfsrepo import package, publish
 
 KERNEL = "6.1.0-57-amd64"

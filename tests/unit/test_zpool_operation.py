@@ -3,9 +3,9 @@ import logging
 import pytest
 from pyinfra.api import OperationError, OperationValueError
 
-from roles.facts.drives import DriveState
-from roles.facts.zfs import ZpoolProperties, ZpoolTopology
-from roles.operations import zpool
+from facts.drives import DriveState
+from facts.zfs import ZpoolProperties, ZpoolTopology
+from operations import zpool
 
 from tests.unit.fact_stubs import fixture_lines, run_operation
 

@@ -4,8 +4,8 @@ operation the roles use. Validation is not run: the point is the on-host check b
 
 from pyinfra import host
 
+from operations import common
 from roles import engine, mariadb, postgresql, render
-from roles.operations import common
 
 cfg = engine.host_config()
 sized = engine.sized_for_this_host(cfg)
