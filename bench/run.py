@@ -422,8 +422,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="instead: the converge cost (the lab's VMs wiped; --dry, first, no-op, no-op --dry)",
     )
-    parser.add_argument("--out", type=Path, help="the report folder (default: bench/reports/<date>[-quick])")
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="the report folder (default: bench/reports/<date>[-quick])"
+    )
+    parser.epilog = "exit status: 0 done, 1 failed, 2 refused or misused (nothing was run)"
     args = parser.parse_args(argv)
+    if args.converge and (args.quick or args.engine):
+        parser.error("--converge measures the converge cost: it takes no --quick or --engine")
+    try:  # lab.yaml and its bench VM, refused before anything runs
+        lab = definition.load()
+        if not args.converge:
+            lab.vm(VM_NAME)
+    except definition.LabDefinitionError as e:
+        print(f"==> bench refused (nothing was run): {e}", file=sys.stderr)
+        return 2
     if args.converge:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         return _reported(converge_only, args.out or REPORTS / f"{stamp}-converge", "./dbzfs bench --converge")

@@ -12,33 +12,62 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 
 from lab import image
-from lab.definition import load
+from lab.definition import LabDefinitionError, load
 
 from . import publish
 
 
+def kernel_release(text: str) -> str:
+    """--kernel's value, as it goes into package names (linux-image-RELEASE): refused if it cannot."""
+    if not re.fullmatch(r"[0-9][a-z0-9.+~-]*", text):
+        raise argparse.ArgumentTypeError(f"not a kernel release as `uname -r` prints it: {text!r}")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="./dbzfs zfs-repo", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, type=Path, help="directory to write the repository to (replaced)")
+    ap = argparse.ArgumentParser(
+        prog="./dbzfs zfs-repo",
+        description=__doc__.split("\n\n")[0],
+        epilog="exit status: 0 done, 1 failed, 2 refused or misused (nothing was built)",
+    )
+    ap.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="directory to write the repository to (replaced)",
+    )
     ap.add_argument(
         "--kernel",
+        metavar="RELEASE",
+        type=kernel_release,
         help="the kernel release to build for, as `uname -r` prints it on the hosts (e.g. 6.1.0-41-amd64); "
         "default: the newest kernel of the release's linux-image-amd64",
     )
     ap.add_argument(
         "--gnupg-home",
         type=Path,
+        metavar="DIR",
         default=Path(os.environ.get("GNUPGHOME", Path.home() / ".gnupg")),
         help="GnuPG home holding the signing key (default: $GNUPGHOME or ~/.gnupg)",
     )
-    ap.add_argument("--key", help="the signing key's id or fingerprint (default: the home's only secret key)")
+    ap.add_argument(
+        "--key",
+        metavar="ID",
+        help="the signing key's id or fingerprint (default: the home's only secret key)",
+    )
     args = ap.parse_args(argv)
 
-    lab = load()
+    try:
+        lab = load()
+    except LabDefinitionError as e:
+        print(f"zfs-repo: refused (nothing was built): {e}", file=sys.stderr)
+        return 2
     if args.kernel:
         lab = dataclasses.replace(
             lab,
@@ -48,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
                 "header_packages": [f"linux-headers-{args.kernel}"],
             },
         )
-    key = publish.fingerprint(args.gnupg_home, args.key)
+    try:
+        key = publish.fingerprint(args.gnupg_home, args.key)
+    except OSError as e:  # no gpg
+        print(f"zfs-repo: cannot run gpg ({e}); nothing was built", file=sys.stderr)
+        return 1
     if not key:
         print(
             f"zfs-repo: no secret key {args.key or ''} in {args.gnupg_home}. Make one with\n"
