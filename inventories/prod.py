@@ -4,7 +4,7 @@
 one primary and two replicas, 11 two-way mirrors + 2 hot spares, ashift 13.
 `postgresql`: shaped like Heap's: a primary and two hot standbys, zstd, 64k records.
 
-Secrets (replication and application passwords) are not here: see README "Secrets".
+Secrets (replication and application passwords) are not here: see docs/secrets.md.
 """
 
 TIB = 1024**4
@@ -22,6 +22,7 @@ def intel_p4610(host_no: int) -> list[str]:
 def mariadb_host(name: str, no: int, role: str, address: str) -> tuple[str, dict]:
     data = {
         "ssh_hostname": f"{name}.db.example.net",
+        "ssh_user": "root",  # every step needs root (apt, zpool, /etc, systemd): no sudo
         "engine": "mariadb",
         "role": role,
         "server_id": no,
@@ -49,6 +50,7 @@ def mariadb_host(name: str, no: int, role: str, address: str) -> tuple[str, dict
 def postgresql_host(name: str, role: str, address: str) -> tuple[str, dict]:
     data = {
         "ssh_hostname": f"{name}.pg.example.net",
+        "ssh_user": "root",  # every step needs root (apt, zpool, /etc, systemd): no sudo
         "engine": "postgresql",
         "role": role,
         "replication_address": address,

@@ -438,7 +438,7 @@ def qemu_argv(vm: VM, image_dir: Path, accel_name: str, apt_port: int, apt_guest
             "-device",
             # dbcs=off: no shadow doorbells. With them a submission can be missed by the emulated
             # controller (a host-side race); under TCG it showed as "I/O timeout, aborting", resets
-            # that repeat, and zpool/zfs blocked for minutes to hours (README, The lab).
+            # that repeat, and zpool/zfs blocked for minutes to hours (docs/lab.md).
             # id: lab/hotplug.py pulls a drive by it (device_del).
             f"nvme,id=nvme{i},serial={serial},drive=nv{i},dbcs=off",
         ]

@@ -6,7 +6,7 @@ writes. A backup host (role "backup", no engine: roles/backup.py) is watched lik
 minus the engine: its targets, its pool and its ZFS collector, and its pulls (the Backup* alerts,
 only in an inventory that has one); no engine, replication or snapshot alert selects it.
 `ALERTS` names every alert with its default `for:`, its severity, what it means and what to do (the
-README's table is made from it); the Prometheus host's `alert_for` overrides the `for:` by name.
+docs/monitoring.md's table is made from it); the Prometheus host's `alert_for` overrides the `for:` by name.
 
 Thresholds come from each host's own data (capacity, replica lag, slot WAL, ARC ratio, scrub and
 snapshot age, the ZFS collector's interval, a backup host's copy age and pull interval): when the
@@ -78,7 +78,7 @@ class Alert(NamedTuple):
     action: str
 
 
-# Ordered as the README's table lists them.
+# Ordered as docs/monitoring.md's table lists them.
 ALERTS: dict[str, Alert] = {
     "TargetDown": Alert(
         "5m",
@@ -260,7 +260,7 @@ _DURATION_MS.update({"m": 60_000, "s": 1000, "ms": 1})
 
 
 def alerts_markdown() -> str:
-    """The README's table of alerts: name, severity, default `for:`, what it means, what to do."""
+    """docs/monitoring.md's table of alerts: name, severity, default `for:`, what it means, what to do."""
     lines = ["| alert | severity | for | what it means | what to do |", "| --- | --- | --- | --- | --- |"]
     for name, a in ALERTS.items():
         lines.append(f"| `{name}` | {a.severity} | {a.default_for} | {a.summary} | {a.action} |")

@@ -3,7 +3,7 @@
 The module is built the way the lab image is (lab/image.py): a debootstrap chroot at native speed
 with the kernel's headers and zfs-dkms from backports, DKMS building for that kernel; then the
 module package and the matching ZFS userland are published as a signed apt repository in --out.
-Serve that directory with any web server and point the hosts at it (README, "ZFS without a
+Serve that directory with any web server and point the hosts at it (docs/zfs-prebuilt.md, "ZFS without a
 compiler").
 """
 

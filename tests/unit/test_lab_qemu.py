@@ -1,5 +1,5 @@
 """The lab's qemu: every NVMe drive without shadow doorbells, and a qemu that cannot turn them off
-refused before anything boots (README, The lab)."""
+refused before anything boots (docs/lab.md)."""
 
 from pathlib import Path
 
