@@ -9,9 +9,12 @@ up it raises: tests error out, never skip.
 """
 
 import atexit
+import ipaddress
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -478,3 +481,340 @@ def fresh(definition, names=None, inventory=None, what="e2e"):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+# --- isolation: what a guest can reach ------------------------------------------------------------
+# tests/e2e/test_lab.py (the qemu lab) and tests/vagrant/test_boot.py (libvirt) prove that the guests
+# reach nothing but what the lab means them to without aiming a packet beyond this machine: from the
+# configuration (qemu's command lines, libvirt's network definitions, the guests' routing tables
+# and resolvers) and with listeners on this machine's own addresses that a guest must fail to reach.
+# The pure parts below (parsers and verdicts) take what the commands print, so they run offline.
+
+# RFC 2544's benchmarking range (198.18.0.0/15), never routed on the internet: an address the test
+# gives this machine (on its loopback interface, which every machine has) when it has none of its own
+# to offer (address_of_this_machine).
+PROBE_ADDRESS = "198.18.45.1"
+
+
+def process_argv(pid):
+    """A process's command line as a list (/proc/PID/cmdline); [] when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.rstrip(b"\0").split(b"\0")] if raw else []
+
+
+def pids_naming(text):
+    """The pids of the processes whose command line contains `text` (this process left out)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid() and text in " ".join(process_argv(entry)):
+            found.append(int(entry))
+    return found
+
+
+def qemu_option(value):
+    """One qemu option value as qemu parses it ("user,id=n0,restrict=on,hostfwd=..."): its type (the
+    leading bare element, or type=...; None without one) and its other key=value pairs in order, a
+    bare flag as (flag, ""). ",," is a literal comma."""
+    parts, current, i = [], [], 0
+    while i < len(value):
+        if value[i] == "," and value[i + 1 : i + 2] == ",":
+            current.append(",")
+            i += 2
+            continue
+        if value[i] == ",":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(value[i])
+        i += 1
+    parts.append("".join(current))
+    kind = None
+    if parts and "=" not in parts[0]:
+        kind, parts = parts[0], parts[1:]
+    pairs = [tuple(p.split("=", 1)) if "=" in p else (p, "") for p in parts]
+    if kind is None:
+        kind = next((v for k, v in pairs if k == "type"), None)
+        pairs = [(k, v) for k, v in pairs if k != "type"]
+    return kind, pairs
+
+
+def qemu_network(argv):
+    """What a qemu command line gives its guest for networks: {"netdevs": {id: (type, [(key, value),
+    ...] without the id)}, "nics": [the netdev id of every -device that names one], "other": [the
+    values of any -net or -nic option, which make networks of their own]}."""
+    netdevs, nics, other = {}, [], []
+    for flag, value in zip(argv, argv[1:], strict=False):
+        flag = "-" + flag.lstrip("-") if flag.startswith("--") else flag
+        if flag == "-netdev":
+            kind, pairs = qemu_option(value)
+            ident = next((v for k, v in pairs if k == "id"), None)
+            netdevs[ident] = (kind, [(k, v) for k, v in pairs if k != "id"])
+        elif flag == "-device":
+            nics += [v for k, v in qemu_option(value)[1] if k == "netdev"]
+        elif flag in ("-net", "-nic"):
+            other.append(value)
+    return {"netdevs": netdevs, "nics": nics, "other": other}
+
+
+def _route_text(route):
+    gateway = route.get("gateway") or (route.get("via") or {}).get("host")
+    parts = [route.get("type", ""), route.get("dst", "?")]
+    parts += [f"via {gateway}"] if gateway else []
+    parts += [f"dev {route['dev']}"] if route.get("dev") else []
+    parts += [f"table {route['table']}"] if route.get("table") else []
+    parts += ["(multipath)"] if route.get("nexthops") else []
+    return " ".join(p for p in parts if p)
+
+
+def ways_out(routes, on_link, gateways=()):
+    """The routes (parsed `ip -j route show table all` of both families) by which a guest could send
+    a packet anywhere but where the lab means it to go, as text for a message: a route through a
+    gateway that is not one of `gateways` ((device, gateway) pairs), a multipath route, a default
+    route without a gateway, or an on-link route to a network outside `on_link` ((device, network)
+    pairs; device None: on any device). Local, broadcast, multicast, unreachable and the other
+    non-unicast routes deliver nothing beyond the guest."""
+    allowed = [(dev, ipaddress.ip_network(net)) for dev, net in on_link]
+    found = []
+    for route in routes:
+        if route.get("type", "unicast") != "unicast":
+            continue
+        dev, dst = route.get("dev"), route.get("dst", "")
+        gateway = route.get("gateway") or (route.get("via") or {}).get("host")
+        if route.get("nexthops"):
+            found.append(_route_text(route))
+        elif gateway:
+            if (dev, gateway) not in gateways:
+                found.append(_route_text(route))
+        elif dst == "default":
+            found.append(_route_text(route))
+        else:
+            net = ipaddress.ip_network(dst, strict=False)
+            if not any(
+                d in (None, dev) and n.version == net.version and net.subnet_of(n) for d, n in allowed
+            ):
+                found.append(_route_text(route))
+    return found
+
+
+def resolvers_out(route_gets, port53, devices=(), servers=()):
+    """The name servers a guest could get an answer from, as text for a message. `route_gets`:
+    server -> what `ip -j route get SERVER` printed in the guest, parsed, or {"error": ...} when the
+    kernel has no route there (nothing is sent); `port53`: what listens on port 53 in the guest
+    (`ss -Hlntu sport = :53`). A server is fine when the guest has no route to it, when it is the
+    guest itself with nothing listening on port 53, when the route leaves through one of `devices`
+    (a network that answers nothing on port 53, e.g. qemu's restrict=on user netdev) or when it is
+    one of `servers` (a resolver known to answer only local names)."""
+    found = []
+    for server, got in route_gets.items():
+        if isinstance(got, dict) and "error" in got:
+            continue
+        route = got[0] if got else {}
+        local = route.get("type") == "local" or ipaddress.ip_address(server.split("%")[0]).is_loopback
+        if local:
+            if port53.strip():
+                found.append(f"{server}: the guest itself, and port 53 is open there: {port53.strip()}")
+        elif route.get("dev") not in devices and server not in servers:
+            found.append(f"{server}: reachable ({_route_text(route)})")
+    return found
+
+
+# Run in a guest (python3 is in the lab's images): its routes, its resolver and the route to each
+# name server it would ask, as one JSON document. Only reads the kernel's tables: sends nothing.
+GUEST_NETWORK_FACTS = r"""python3 - <<'PY'
+import json, subprocess
+
+def ip(*args):
+    r = subprocess.run(["ip", "-j", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout).strip(), "rc": r.returncode}
+    return json.loads(r.stdout or "[]")
+
+try:
+    text = open("/etc/resolv.conf").read()
+except OSError:
+    text = ""
+listed = [f[1] for f in (line.split() for line in text.splitlines()) if f[:1] == ["nameserver"]]
+servers = listed or ["127.0.0.1"]  # glibc's resolver asks 127.0.0.1 when none is listed
+routes = []
+for family in ("-4", "-6"):
+    got = ip(family, "route", "show", "table", "all")
+    if isinstance(got, dict):
+        raise SystemExit(f"ip {family} route show table all: {got}")
+    routes += got
+port53 = subprocess.run(["ss", "-Hlntu", "sport", "=", ":53"], capture_output=True, text=True, check=True)
+print(json.dumps({
+    "routes": routes,
+    "resolv_conf": text,
+    "nameservers": {s: ip("route", "get", s) for s in servers},
+    "port53": port53.stdout,
+}))
+PY"""
+
+
+# A TCP connect from a guest (bash's /dev/tcp: no tool to install), one line per probe:
+# "PROBE NAME open" or "PROBE NAME closed WHY".
+TCP_PROBE = r"""probe() {
+  if why=$(timeout 10 bash -c "exec 3<>/dev/tcp/$2/$3" 2>&1); then echo "PROBE $1 open"
+  else echo "PROBE $1 closed $(printf '%s' "${why:-timed out}" | tr '\n' ' ')"; fi
+}"""
+
+
+def tcp_probes(**targets):
+    """Shell text for a guest: TCP_PROBE and one probe per target (name=(host, port))."""
+    lines = [TCP_PROBE] + [f"probe {name} {host} {int(port)}" for name, (host, port) in targets.items()]
+    return "\n".join(lines) + "\n"
+
+
+def probe_results(stdout):
+    """name -> "open" / "closed ..." from the output of tcp_probes."""
+    found = {}
+    for line in stdout.splitlines():
+        if line.startswith("PROBE "):
+            _, name, verdict = (line.split(" ", 2) + [""])[:3]
+            found[name] = verdict.strip()
+    return found
+
+
+# An HTTP request through a proxy from a guest, one line per URL:
+# "PROXY URL served STATUS", "PROXY URL refused CODE" or "PROXY URL failed WHY".
+PROXY_PROBE = r"""python3 - {proxy} {urls} <<'PY'
+import sys, urllib.error, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({{"http": sys.argv[1]}}))
+for url in sys.argv[2:]:
+    try:
+        with opener.open(url, timeout=30) as r:
+            print("PROXY", url, "served", r.status)
+    except urllib.error.HTTPError as e:
+        print("PROXY", url, "refused", e.code)
+    except Exception as e:
+        print("PROXY", url, "failed", repr(e).replace("\n", " "))
+PY"""
+
+
+def proxy_probe(proxy, urls):
+    return PROXY_PROBE.format(proxy=proxy, urls=" ".join(urls))
+
+
+def proxy_results(stdout):
+    """url -> "served 200" / "refused 403" / "failed ..." from the output of proxy_probe."""
+    found = {}
+    for line in stdout.splitlines():
+        if line.startswith("PROXY "):
+            _, url, verdict = (line.split(" ", 2) + [""])[:3]
+            found[url] = verdict.strip()
+    return found
+
+
+def pick_address(default_routes, links, avoid=()):
+    """This machine's IPv4 address for a guest to fail to reach, from `ip -j -4 route show default`
+    and `ip -j -4 addr show` (parsed): a global, non-loopback one outside the `avoid` networks (the
+    guests' own), the default route's source or an address on its interface first; None if none."""
+    avoid = [ipaddress.ip_network(n) for n in avoid]
+    sources = [r["prefsrc"] for r in default_routes if r.get("prefsrc")]
+    devices = [r.get("dev") for r in default_routes]
+    found = []
+    for link in links:
+        for a in link.get("addr_info", []):
+            if a.get("family") != "inet" or a.get("scope") != "global":
+                continue
+            address = ipaddress.ip_address(a["local"])
+            if address.is_loopback or address.is_link_local or any(address in n for n in avoid):
+                continue
+            found.append((str(address) not in sources, link.get("ifname") not in devices, str(address)))
+    return min(found)[2] if found else None
+
+
+def _ip_json(*args):
+    r = subprocess.run(["ip", "-j", *args], capture_output=True, text=True, check=True)
+    return json.loads(r.stdout or "[]")
+
+
+def this_machines_address(avoid=()):
+    """pick_address on this machine's tables (reads them: sends nothing)."""
+    return pick_address(_ip_json("-4", "route", "show", "default"), _ip_json("-4", "addr", "show"), avoid)
+
+
+@contextmanager
+def address_of_this_machine(avoid=()):
+    """An IPv4 address of this machine outside `avoid` (this_machines_address); when it has none,
+    PROBE_ADDRESS added to its loopback interface (a global address like any other to its sockets;
+    no kernel module needed, unlike a dummy interface) and removed at the end."""
+    found = this_machines_address(avoid)
+    if found:
+        yield found
+        return
+    assert not any(ipaddress.ip_address(PROBE_ADDRESS) in ipaddress.ip_network(n) for n in avoid)
+    argv = ["ip", "addr", "add", f"{PROBE_ADDRESS}/32", "dev", "lo"]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    assert r.returncode == 0, (
+        f"this machine has no address outside {list(avoid)}, and `{' '.join(argv)}` failed: {r.stderr}"
+    )
+    try:
+        yield PROBE_ADDRESS
+    finally:
+        subprocess.run(["ip", "addr", "del", f"{PROBE_ADDRESS}/32", "dev", "lo"], capture_output=True)
+
+
+class Listener:
+    """A TCP listener on this machine (address; a free port unless `port`) that records every
+    connection made to it (the peer's address) and closes it: what a guest must fail to reach.
+    `proves_it_records()` connects from this machine first, so that "nobody came" means something."""
+
+    def __init__(self, address, port=0):
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        # Our own proves_it_records leaves the port in TIME_WAIT (this side closes first): without
+        # SO_REUSEADDR the next listener on the same fixed port (80) could not bind for a minute.
+        # Linux still refuses it while another socket listens on that address and port.
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.sock.bind((address, port))
+        except OSError as e:
+            self.sock.close()
+            raise AssertionError(f"cannot listen on {address} port {port or '(any)'}: {e}") from e
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.address, self.port = address, self.sock.getsockname()[1]
+        self.seen = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint(self):
+        return f"[{self.address}]:{self.port}" if ":" in self.address else f"{self.address}:{self.port}"
+
+    def _accept(self):
+        while not self._stop.is_set():
+            try:
+                conn, peer = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.seen.append(peer[0])
+            conn.close()
+
+    def proves_it_records(self, timeout=5):
+        with socket.create_connection((self.address, self.port), timeout=timeout):
+            pass
+        deadline = time.monotonic() + timeout
+        while not self.seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.seen, f"the listener on {self.endpoint} did not record this machine's own connection"
+        self.seen.clear()
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
