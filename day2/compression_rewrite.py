@@ -8,6 +8,12 @@ rewrite); where it differs from what the data declares, the dataset is copied on
 new compression (operations/rewrite.py), the server stopped for the last incremental copy and
 the swap, then started on the rewritten datasets.
 
+One host per run (`--data host=HOST`, day2/kit.py): each rewrite stops the host's server for its
+swap, so several hosts at once, a group's primary and replicas together, would stop a group.
+A primary is refused unless `--data allow_primary=yes` says so (its writes are refused during the
+swap): `./dbzfs roll` rewrites a primary as a replica, switched over first (roll_primary =
+"switchover"), and passes allow_primary=yes for a primary it converges in place.
+
 Pre-checks, before the host is changed: the live datasets already get the declared compression
 for new blocks (a converge ran), and the pool has the space for the copies without crossing
 zfs_capacity_threshold (it says how much it needs). A dataset without the record (created before
@@ -18,19 +24,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyinfra import host, logger
-from pyinfra.api.exceptions import PyinfraError
+from pyinfra import host, inventory, logger
 from pyinfra.operations import systemd
 
-from day2 import seeding
+from day2 import kit, seeding
 from facts.zfs import ZfsDatasetProperties, ZpoolProperties
 from model.hostdata import HostConfig
-from model.problems import Problem, format_problems
+from model.problems import Problem
 from model.zfs_properties import BLOCKS_COMPRESSION, same_value
-from operations import rewrite, seeding as seeding_ops
+from operations import rewrite, runtime, seeding as seeding_ops
 from roles import engine, snapshots
 
 GIB = 1024**3
+RUNBOOK = kit.Runbook(
+    "runbooks/rewrite_compression.py",
+    "the compression rewrite",
+    (
+        kit.Parameter(
+            "host",
+            "the host whose datasets are rewritten (one per run)",
+            required=True,
+            example="HOST",
+            host=True,
+        ),
+        kit.Parameter(
+            "allow_primary",
+            "yes: the host may be its group's primary (its writes are refused during the swap)",
+            default=False,
+            parse=kit.yes_no,
+            example="yes",
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -118,7 +143,32 @@ def problems(cfg: HostConfig, found: dict, pool: dict | None) -> list[Problem]:
     return out
 
 
-def run() -> None:
+def host_problems(target: HostConfig, allow_primary: bool) -> list[Problem]:
+    """A group's primary is rewritten only when asked (pure)."""
+    if target.role != "primary" or allow_primary:
+        return []
+    return [
+        Problem(
+            target.name,
+            "host",
+            target.name,
+            "is its group's primary: its server stops for the swap, and writes are refused meanwhile",
+            "./dbzfs roll INVENTORY --limit "
+            f"{target.name} (it switches the primary over to a replica first), or --data allow_primary=yes",
+        )
+    ]
+
+
+def run(args: dict) -> None:
+    """The rewrite on the host named; nothing on the others. `args`: kit.start(RUNBOOK)."""
+    name = args.get("host")
+    target = HostConfig.from_data(name, inventory.get_host(name).data)
+    problems = runtime.once_per_run(
+        f"rewrite {name}", lambda: host_problems(target, bool(args.get("allow_primary")))
+    )
+    kit.refuse(problems, RUNBOOK.what)
+    if host.name != name:
+        return
     cfg = engine.host_config()
     if cfg.pool is None:
         return
@@ -139,8 +189,7 @@ def run() -> None:
     if not rewrite_these and not leftovers:
         return
     found_problems = problems(cfg, found, host.get_fact(ZpoolProperties, pool=cfg.pool.name))
-    if found_problems:
-        raise PyinfraError("\n" + format_problems(found_problems, what="before the compression rewrite"))
+    kit.refuse(found_problems, RUNBOOK.what)
     for t in rewrite_these:
         logger.info(
             f"{host.print_prefix}{t.live}: blocks written with {t.recorded}, rewritten with {t.wanted} "

@@ -8,6 +8,13 @@ group answers and takes part in the run; the new primary is the most advanced re
 positions received / WAL received), or the one named by `new_primary` when nothing is ahead of
 it. Positions that cannot be ordered (MariaDB GTIDs of several domains, each ahead somewhere) refuse.
 
+The failed primary's host is best left out of the run (`--exclude HOST`): pyinfra connects to
+every host of the run before any deploy code runs, counts a host it cannot reach as failed and
+exits 1 (and, without -y, asks whether to go on); left out, a failover that succeeds exits 0. Its
+server is then judged from the replicas only (its port, seen from each). When its host takes part
+and answers, the server is also asked over SSH; when it takes part and does not answer, the
+failover goes on and the report says why pyinfra exits 1.
+
 The old primary takes no part: when it comes back, its fence check (roles/fencing.py) keeps it
 from starting as a primary while the new one takes writes, and it rejoins only by being
 re-seeded (runbooks/seed.py). With full_page_writes off, pg_rewind cannot bring an old
@@ -19,20 +26,37 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from pyinfra import host, inventory, logger
-from pyinfra.api import BaseStateCallback
-from pyinfra.api.exceptions import PyinfraError
+from pyinfra import inventory, logger, state
 
-from day2 import switchover, switchover_mariadb, switchover_postgresql
+from day2 import kit, switchover, switchover_mariadb, switchover_postgresql
 from facts.mariadb import MariadbReplicaStatus
 from facts.network import PortAnswers
 from facts.postgresql import PostgresqlStandbyPosition
 from model.hostdata import HostConfig
-from model.problems import Problem, format_problems
+from model.problems import Problem
 from operations import mariadb_topology, postgresql as pg, postgresql_topology, runtime
 from roles import engine, render
 
-PARAMETERS = ("failed", "new_primary")
+RUNBOOK = kit.Runbook(
+    "runbooks/failover.py",
+    "the failover",
+    (
+        kit.Parameter(
+            "failed",
+            "the primary that is gone (its host may be down: leave it out with --exclude HOST)",
+            required=True,
+            example="HOST",
+            host=True,
+        ),
+        kit.Parameter(
+            "new_primary",
+            "the replica to promote when nothing is ahead of it (default: the most advanced)",
+            example="HOST",
+            host=True,
+        ),
+    ),
+    acts_on=None,  # the failed primary may be unreachable; its replicas are checked by plan_problems
+)
 
 
 # --- positions (pure) ---------------------------------------------------------------------------
@@ -109,18 +133,8 @@ def plan_problems(
         problems.append(Problem(failed, "failed", failed, "has no replica to take its place", ""))
     if new_primary is not None and new_primary not in replicas:
         problems.append(Problem(new_primary, "new_primary", new_primary, f"not a replica of {failed}", ""))
-    missing = sorted(set(replicas) - active)
-    if missing:
-        problems.append(
-            Problem(
-                None,
-                "--limit",
-                sorted(active),
-                f"leaves out {', '.join(missing)}, which must follow the new primary",
-                "run without --limit (the failed primary may be unreachable)",
-            )
-        )
-    return problems
+    fix = f"run without --limit, or limit to {failed}'s group; leave {failed} out with --exclude {failed}"
+    return problems + kit.left_out(replicas, active, "which must follow the new primary", fix)
 
 
 # --- live checks ----------------------------------------------------------------------------------
@@ -175,65 +189,79 @@ def _live_problems(group: engine.Group, failed: str, wanted: str | None) -> tupl
 # --- the run --------------------------------------------------------------------------------------
 
 
-class Report(BaseStateCallback):
-    """Times the promotion from the machine that runs pyinfra and prints the report at the end."""
+class Report(kit.Report):
+    """Times the promotion from the machine that runs pyinfra (steps "promote", "last") and
+    prints the report at the end."""
 
-    def __init__(self, promote_hash: str, last_hash: str, group: engine.Group, failed: str, new: str):
-        self.promote_hash, self.last_hash = promote_hash, last_hash
-        self.group, self.failed, self.new = group, failed, new
-        self.started: float | None = None
+    def __init__(self, steps: dict, group: engine.Group, failed: str, new: str, unreachable: bool):
+        super().__init__(steps)
+        self.group, self.failed, self.new, self.unreachable = group, failed, new, unreachable
+        self.promoting: float | None = None
         self.promoted: float | None = None
 
-    def operation_start(self, state, op_hash) -> None:  # noqa: ANN001 - pyinfra's callback signature
-        if op_hash == self.promote_hash:
-            self.started = time.monotonic()
+    def step_started(self, state_: object, step: str) -> None:
+        if step == "promote":
+            self.promoting = time.monotonic()
 
-    def operation_end(self, state, op_hash) -> None:  # noqa: ANN001 - pyinfra's callback signature
-        if op_hash == self.promote_hash:
+    def step_ended(self, state_: object, step: str) -> None:
+        if step == "promote":
             self.promoted = time.monotonic()
-        if op_hash == self.last_hash and self.started and self.promoted:
-            lines = [
-                f"==> failover done: {self.new} is the primary of {self.group.me.cluster} "
-                f"({self.group.me.engine}) in place of {self.failed}; the other replicas follow it",
-                f"    the promotion took {self.promoted - self.started:.1f} s",
-                f"    {self.failed} is fenced: it refuses to start as a primary "
-                f"while {self.new} takes writes",
-                "    update the inventory (a converge refuses until it matches):",
-                *[f"      {line}" for line in switchover.inventory_change(self.group, self.new)],
-                f"    then rejoin {self.failed} as a replica by re-seeding it: "
-                f"pyinfra INVENTORY runbooks/seed.py --data replica={self.failed} --data wipe={self.failed}",
-            ]
-            logger.info("\n".join(lines))
+        if step == "last" and self.promoting and self.promoted:
+            took = self.promoted - self.promoting
+            logger.info("\n".join(report_lines(self.group, self.failed, self.new, took, self.unreachable)))
 
 
-def run() -> None:
+def report_lines(group: engine.Group, failed: str, new: str, took: float, unreachable: bool) -> list[str]:
+    lines = [
+        f"==> failover done: {new} is the primary of {group.me.cluster} "
+        f"({group.me.engine}) in place of {failed}; the other replicas follow it",
+        f"    the promotion took {took:.1f} s",
+        f"    {failed} is fenced: it refuses to start as a primary while {new} takes writes",
+        "    update the inventory (a converge refuses until it matches):",
+        *[f"      {line}" for line in switchover.inventory_change(group, new)],
+        f"    then rejoin {failed} as a replica by re-seeding it: "
+        f"pyinfra INVENTORY runbooks/seed.py --data host={failed} --data wipe=yes",
+    ]
+    if unreachable:
+        lines.append(
+            f"    pyinfra exits 1 for this run: {failed} did not answer SSH, and pyinfra counts a host it "
+            f"cannot reach as failed. Leave it out (--exclude {failed}) and a failover exits 0."
+        )
+    return lines
+
+
+def run(args: dict) -> None:
+    """The failover's steps for this host. `args`: kit.start(RUNBOOK)."""
     cfg = engine.host_config()
-    failed = host.data.get("failed")
+    failed = args.get("failed")
     configs = {h.name: HostConfig.from_data(h.name, h.data) for h in inventory}
     if failed not in configs:
         problem = Problem(None, "failed", failed, "not a host of the inventory", "")
         if not failed:
             fix = "name the primary that is gone: --data failed=HOST"
             problem = Problem(None, "failed", None, "missing", fix)
-        raise PyinfraError("\n" + format_problems([problem], what="before the failover"))
+        kit.refuse([problem], RUNBOOK.what)
     target = configs[failed]
+    group = engine.group(target)
+    wanted = args.get("new_primary") or None
+
+    def compute() -> tuple[str | None, list[Problem]]:
+        problems = plan_problems(group, failed, wanted, kit.active())
+        return (None, problems) if problems else _live_problems(group, failed, wanted)
+
+    # Once per run, whichever host's deploy gets here first (a --limit that leaves the group out
+    # is refused, not a run that plans nothing).
+    new_primary, problems = runtime.once_per_run(f"failover {target.engine} {target.cluster}", compute)
+    kit.refuse(problems, RUNBOOK.what)
     if (cfg.engine, cfg.cluster) != (target.engine, target.cluster) or cfg.name == failed:
         return
     group = engine.group(cfg)
-    wanted = host.data.get("new_primary") or None
-
-    def compute() -> tuple[str | None, list[Problem]]:
-        active = {h.name for h in inventory.get_active_hosts()}
-        problems = plan_problems(group, failed, wanted, active)
-        return (None, problems) if problems else _live_problems(group, failed, wanted)
-
-    new_primary, problems = runtime.once_per_run(f"failover {cfg.engine} {cfg.cluster}", compute)
-    if problems:
-        raise PyinfraError("\n" + format_problems(problems, what="before the failover"))
     survivors = engine.Group(cfg, tuple(m for m in group.members if m.name != failed))
     steps = _mariadb_steps if cfg.engine == "mariadb" else _postgresql_steps
     promote, last = steps(cfg, survivors, new_primary)
-    switchover.report_once(Report(promote._hash, last._hash, group, failed, new_primary))
+    unreachable = any(h.name == failed for h in state.failed_hosts)
+    report = Report({"promote": promote, "last": last}, group, failed, new_primary, unreachable)
+    kit.report_once("failover report", report)
 
 
 def _mariadb_steps(cfg: HostConfig, survivors: engine.Group, new_primary: str):

@@ -17,8 +17,8 @@ Two ends, named by `mode`:
 Pre-checks, before any host is changed (all problems at once): the target is a PostgreSQL host of
 an inventory with a backup host; the repository holds a backup of its group (the stanza), one
 that ends before `time`, and `time` is not in the future; the target is not its group's live
-primary (switch over first); its data directory holds no database unless `--data wipe=TARGET`
-names it; --limit includes the target, the backup host and the group's primary.
+primary (switch over first); its data directory holds no database unless `--data wipe=yes`;
+--limit includes the target, the backup host and the group's primary.
 
 Steps, on the target only (the backup host serves the repository): the server stops;
 `pgbackrest restore --delta` into the declared data directory, pg_wal linked to the declared WAL
@@ -33,20 +33,54 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from pyinfra import host, inventory, logger, state
-from pyinfra.api import BaseStateCallback
-from pyinfra.api.exceptions import PyinfraError
+from pyinfra import host, inventory, logger
 
+from day2 import kit
 from facts.pgbackrest import MISSING_STANZA_DATA, MISSING_STANZA_PATH, PgbackrestInfo
 from facts.postgresql import PostgresqlWalReceiver
 from facts.seeding import SeedHostState
 from model.hostdata import HostConfig
-from model.problems import Problem, format_problems
+from model.problems import Problem
 from operations import pg_restore as ops, postgresql as pg, postgresql_topology, runtime
 from roles import backup, postgresql, render
 
-PARAMETERS = ("target", "mode", "time", "backup", "wipe")
 MODES = ("replica", "standalone")
+RUNBOOK = kit.Runbook(
+    "runbooks/restore.py",
+    "the restore",
+    (
+        kit.Parameter(
+            "host", "the host to restore", required=True, example="HOST", host=True, formerly=("target",)
+        ),
+        kit.Parameter(
+            "mode",
+            "replica (joins its group) or standalone (a copy for inspection)",
+            required=True,
+            example="replica",
+            parse=kit.text,
+        ),
+        kit.Parameter(
+            "time",
+            "standalone: the moment to recover to, with its UTC offset",
+            example="'2026-12-05 06:10:00+00'",
+            parse=kit.text,
+        ),
+        kit.Parameter(
+            "backup",
+            "standalone: the backup to restore (PostgreSQL a pgBackRest label, MariaDB a copy's "
+            "snapshot name; default the newest)",
+            example="NAME",
+            parse=kit.text,
+        ),
+        kit.Parameter(
+            "wipe",
+            "yes: replace a data directory that holds a database",
+            default=False,
+            parse=kit.yes_no,
+            example="yes",
+        ),
+    ),
+)
 LOG = f"/var/log/postgresql/postgresql-{postgresql.VERSION}-{postgresql.CLUSTER}.log"  # Debian's
 TIME_EXAMPLE = "'2026-12-05 06:10:00+00' (ISO 8601, with its UTC offset)"
 
@@ -138,17 +172,9 @@ def time_checked(
     return moment
 
 
-def wipe_checked(name: str, params: dict, bad: Bad) -> bool:
-    """Whether `wipe` names the target (it names no other host)."""
-    wipe = params.get("wipe")
-    if wipe and wipe != name:
-        bad(
-            "wipe",
-            wipe,
-            f"names another host than the target ({name})",
-            f"--data wipe={name}, or leave it out",
-        )
-    return wipe == name
+def wipe_checked(params: dict) -> bool:
+    """Whether the target may be wiped (`wipe`, parsed by the kit: yes or no)."""
+    return params.get("wipe") is True or str(params.get("wipe")).lower() in kit.YES
 
 
 def plan_problems(
@@ -156,21 +182,21 @@ def plan_problems(
 ) -> tuple[Plan | None, list[Problem]]:
     """The plan from the runbook's parameters and the inventory alone (pure)."""
     problems: list[Problem] = []
-    name = params.get("target")
+    name = params.get("host")
 
     def bad(key: str, value: object, message: str, fix: str) -> None:
         problems.append(Problem(name if name in configs else None, key, value, message, fix))
 
     if not name:
-        bad("target", None, "missing", "run with --data target=HOST")
+        bad("host", None, "missing", "run with --data host=HOST")
         return None, problems
     if name not in configs:
-        bad("target", name, "not a host of the inventory", "name a PostgreSQL host of the inventory")
+        bad("host", name, "not a host of the inventory", "name a PostgreSQL host of the inventory")
         return None, problems
     target = configs[name]
     if target.engine != "postgresql":
         fix = "name a PostgreSQL or MariaDB host"
-        bad("target", name, f"not a PostgreSQL host ({target.engine or target.role})", fix)
+        bad("host", name, f"not a PostgreSQL host ({target.engine or target.role})", fix)
         return None, problems
     mode = params.get("mode")
     mode_checked(mode, bad)
@@ -189,7 +215,7 @@ def plan_problems(
             "declare it so in the inventory, or restore with mode=standalone",
         )
     if mode == "replica" and target.name == (primary.name if primary else None):
-        bad("target", name, "is the group's declared primary", "switch over first (runbooks/switchover.py)")
+        bad("host", name, "is the group's declared primary", "switch over first (runbooks/switchover.py)")
     moment = time_checked(params, now, bad, "a replica replays to the newest WAL", pg_time)
     if params.get("time") is not None and params.get("backup"):
         bad(
@@ -198,16 +224,11 @@ def plan_problems(
             "given with a time",
             "one of them: pgBackRest picks the backup for a time",
         )
-    wipe = wipe_checked(name, params, bad)
+    wipe = wipe_checked(params)
     needed = [name] + ([repositories[0].name] if repositories else []) + ([primary.name] if primary else [])
-    missing = [n for n in needed if n not in active]
-    if missing:
-        bad(
-            "--limit",
-            ",".join(sorted(active)),
-            f"leaves out {', '.join(missing)}",
-            "include the target and the backup host",
-        )
+    problems += kit.left_out(
+        needed, active, fix="include the target, the backup host and the primary", host=name
+    )
     if problems:
         return None, problems
     plan = Plan(target, repositories[0], primary, mode, moment, params.get("backup"), wipe)
@@ -278,7 +299,7 @@ def live_problems(
                 plan.data_directory,
                 f"holds a PostgreSQL {target_state['pg_version']} database "
                 f"({'running' if live else 'stopped'})",
-                f"--data wipe={t} to replace it",
+                "--data wipe=yes to replace it",
             )
         )
     return problems
@@ -317,30 +338,24 @@ def checked(configs: dict[str, HostConfig], params: dict) -> Plan:
         primary_live = found[2]["live"] if len(found) > 2 else None
         return plan, live_problems(plan, found[0]["info"], found[1]["state"], found[1]["live"], primary_live)
 
-    plan, problems = runtime.once_per_run(f"restore {params.get('target')}", compute)
-    if problems:
-        raise PyinfraError("\n" + format_problems(problems, what="before the restore"))
+    plan, problems = runtime.once_per_run(f"restore {params.get('host')}", compute)
+    kit.refuse(problems, RUNBOOK.what)
     return plan
 
 
-class Report(BaseStateCallback):
-    """The report, after the last step on the target."""
+class Report(kit.Report):
+    """The report, after the last step on the target (step "last")."""
 
-    def __init__(self, plan: Plan, last: str, started: datetime) -> None:
-        self.plan, self.last, self.started = plan, last, started
+    def __init__(self, plan: Plan, last: object, started: datetime) -> None:
+        super().__init__({"last": last})
+        self.plan, self.started = plan, started
 
-    def operation_end(self, state, op_hash) -> None:  # noqa: ANN001 - pyinfra's callback signature
-        if op_hash != self.last:
+    def step_ended(self, state_: object, step: str) -> None:
+        t = self.plan.target.name
+        if not self.succeeded(state_, step, t):
             return
-        try:
-            meta = state.get_op_data_for_host(
-                state.inventory.get_host(self.plan.target.name), op_hash
-            ).operation_meta
-        except (KeyError, AttributeError):
-            return
-        if not (meta.is_complete() and meta.did_succeed()):
-            return
-        logger.info("\n".join(report_lines(self.plan, meta.stdout_lines, datetime.now(UTC) - self.started)))
+        took = datetime.now(UTC) - self.started
+        logger.info("\n".join(report_lines(self.plan, self.output(state_, step, t), took)))
 
 
 def report_lines(plan: Plan, reached: list[str], took: object) -> list[str]:
@@ -365,13 +380,9 @@ def report_lines(plan: Plan, reached: list[str], took: object) -> list[str]:
             f"    {t} runs on its own (promoted, archiving nothing), outside its group; to put it back:"
         )
         lines.append(
-            f"      pyinfra INVENTORY runbooks/restore.py --data target={t} "
-            f"--data mode=replica --data wipe={t}"
+            f"      pyinfra INVENTORY runbooks/restore.py --data host={t} --data mode=replica --data wipe=yes"
         )
     return lines
-
-
-_reported: set[tuple[int, str]] = set()
 
 
 def run(configs: dict[str, HostConfig], params: dict) -> None:
@@ -422,7 +433,4 @@ def steps(plan: Plan, started: datetime) -> None:
         last = ops.replayed(
             name=f"{t}: recovered to its target, promoted", promoted=True, unit=postgresql.UNIT, log=LOG
         )
-    key = (id(state), f"restore report {t}")
-    if key not in _reported:
-        _reported.add(key)
-        state.add_callback_handler(Report(plan, last._hash, started))
+    kit.report_once(f"restore report {t}", Report(plan, last, started))

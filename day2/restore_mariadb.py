@@ -9,7 +9,7 @@ Two ends, named by `mode`, as PostgreSQL's:
   then the group's binlogs replayed over it up to `time` (point-in-time recovery: every
   transaction committed before that second, none from it on); without a time, the copy `backup`
   (a snapshot name, default the newest) as it is. No replication, read_only ON (the fence lets it
-  start; root writes). Put it back with mode=replica wipe=TARGET.
+  start; root writes). Put it back with mode=replica wipe=yes.
 
 The copy: among the snapshots of the group's copies on the backup host (any member's
 <pool>/backup/<cluster>/<member>/{data,log}), one held on both datasets with its dbzfs:gtid.
@@ -27,9 +27,10 @@ replica of the group's primary; its datadir holds no database of its own unless 
 room; nothing is in the way of the names used; --limit includes the target, the backup host and
 (replica) the primary.
 
-Steps, on the target and the backup host (the others take no part): the target's server stops; a
-one-time key (as seeding's) lets the backup host's replication address run the receive wrapper
-on the target for the restore's datasets only; for a time, a snapshot of the backup host's
+Steps, on the target and the backup host (the others take no part), the transfer being
+day2/transfer.py's, as a seed's: the target's server stops; a one-time key lets the backup host's
+replication address run the receive wrapper on the target for the restore's datasets only; for a
+time, a snapshot of the backup host's
 binlogs dataset; full sends of the copy's data and log (and the binlogs) into the target; the copy
 put in place with its GTID position, the declared properties, mounted, owned; the server started
 as a replica, or on its own with the binlogs replayed; the cleanup: the keys, the binlogs'
@@ -39,26 +40,20 @@ snapshot and the received binlogs, with wipe the datasets from before; a report.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from pyinfra import host, inventory, logger, state
-from pyinfra.api import BaseStateCallback
-from pyinfra.api.exceptions import PyinfraError
+from pyinfra import host, inventory, logger
 from pyinfra.api.host import Host
-from pyinfra.operations import files
 
-from day2 import restore, seeding
+from day2 import kit, restore, transfer
 from facts.mariadb import BinlogFiles, MariadbLiveRole
 from facts.seeding import HOST_KEY, SeedHostState
 from facts.zfs import ZfsDatasetProperties, ZfsSnapshotPositions
 from model.hostdata import HostConfig
-from model.problems import Problem, format_problems
-from model.zfs_properties import BLOCKS_COMPRESSION
-from operations import common, mariadb_restore as ops, runtime, seeding as seed_ops, zfs as zfs_ops
+from model.problems import Problem
+from operations import mariadb_restore as ops, runtime, seeding as seed_ops
 from roles import backup, binlogs, engine, mariadb, render, snapshots
-from roles.zfs import SERVICE_USERS
 
 RECEIVED_BINLOGS = "dbzfs-restore-binlogs"  # the binlogs' dataset on the target, under its pool
 BINLOGS_MOUNT = "/var/lib/dbzfs-restore-binlogs"  # where it is mounted, read-only, during the replay
@@ -133,12 +128,12 @@ class Plan:
         return self.time is not None and not self.replayed
 
     @property
-    def datasets(self) -> tuple[seeding.Dataset, ...]:
+    def datasets(self) -> tuple[transfer.Dataset, ...]:
         """The data dataset, then the log's: the copy on the backup host, the live one on the target."""
         t = self.target
         sources = (self.copy.data, self.copy.log) if self.copy else ("", "")
         return tuple(
-            seeding.Dataset(t.dataset_roles[role], source, t.dataset_name(t.dataset_roles[role]))
+            transfer.Dataset(t.dataset_roles[role], source, t.dataset_name(t.dataset_roles[role]))
             for role, source in zip(("data", "log"), sources, strict=True)
         )
 
@@ -176,14 +171,14 @@ def plan_problems(
 ) -> tuple[Plan | None, list[Problem]]:
     """The plan from the runbook's parameters and the inventory alone (pure)."""
     problems: list[Problem] = []
-    name = params.get("target")
+    name = params.get("host")
     target = configs.get(name)
 
     def bad(key: str, value: object, message: str, fix: str) -> None:
         problems.append(Problem(name, key, value, message, fix))
 
     if target is None or target.engine != "mariadb":  # day2/restore.py dispatches only MariaDB hosts here
-        return None, [Problem(None, "target", name, "not a MariaDB host of the inventory", "")]
+        return None, [Problem(None, "host", name, "not a MariaDB host of the inventory", "")]
     mode = params.get("mode")
     restore.mode_checked(mode, bad)
     backups = backup.backup_hosts(list(configs.values()))
@@ -193,7 +188,7 @@ def plan_problems(
     primary = binlogs.sources(list(members)).get(target.cluster)
     if primary is not None and target.name == primary.name:
         bad(
-            "target",
+            "host",
             name,
             "is the group's declared primary (its role file sets read_only OFF, which the fence refuses "
             "while a member takes writes)",
@@ -213,7 +208,7 @@ def plan_problems(
         bad("time", params["time"], "the group has no declared primary: no binlogs are streamed", "")
     if params.get("time") is not None and params.get("backup"):
         bad("backup", params["backup"], "given with a time", "one of them: the time picks the copy")
-    wipe = restore.wipe_checked(name, params, bad)
+    wipe = restore.wipe_checked(params)
     for member in [target, *backups[:1]]:
         if not member.replication_address:
             bad(
@@ -225,14 +220,8 @@ def plan_problems(
     needed = [name, *(b.name for b in backups[:1])]
     if mode == "replica" and primary is not None:
         needed.append(primary.name)
-    missing = [n for n in needed if n not in active]
-    if missing:
-        bad(
-            "--limit",
-            ",".join(sorted(active)),
-            f"leaves out {', '.join(missing)}",
-            "include the target, the backup host" + (" and the primary" if mode == "replica" else ""),
-        )
+    fix = "include the target, the backup host" + (" and the primary" if mode == "replica" else "")
+    problems += kit.left_out(needed, active, fix=fix, host=name)
     if problems:
         return None, problems
     plan = Plan(target, backups[0], primary, members, mode, moment, params.get("backup"), wipe)
@@ -374,7 +363,7 @@ def target_problems(
     # Either is a database to replace.
     marked = zfs.get(plan.seeded, {}).get(ops.RESTORE_PROPERTY, {}).get("value")
     in_place = marked == plan.identity
-    held = seeding.database_held("mariadb", server)
+    held = transfer.database_held("mariadb", server)
     if held and not plan.wipe and not in_place:
         running = "running" if server["active"] in seed_ops.RUNNING else "stopped"
         problems.append(
@@ -383,7 +372,7 @@ def target_problems(
                 "wipe",
                 None,
                 f"its datadir holds {held} (MariaDB {running})",
-                f"--data wipe={t} to replace it (its datasets are destroyed once the restore is done)",
+                "--data wipe=yes to replace it (its datasets are destroyed once the restore is done)",
             )
         )
     member = next(m for m in plan.members if m.name == plan.copy.member)
@@ -410,7 +399,7 @@ def target_problems(
         sources = [d.source for d in plan.datasets] + ([plan.binlogs_dataset] if plan.replays else [])
         referenced = sum(int(backup_zfs.get(s, {}).get("referenced", {}).get("value", 0)) for s in sources)
         held_seeds = sum(int(zfs[d.seed]["used"]["value"]) for d in plan.datasets if d.seed in zfs)
-        needed = max(0, math.ceil(referenced * (1 + seeding.SPACE_MARGIN)) - held_seeds)
+        needed = transfer.space_needed(referenced, held_seeds)
         available = int(zfs[parent]["available"]["value"])
         if available < needed:
             problems.append(
@@ -418,8 +407,8 @@ def target_problems(
                     t,
                     "zpool_name",
                     plan.target.pool.name,
-                    f"{seeding.gib(available)} available under {parent}, "
-                    f"the copy needs {seeding.gib(needed)}",
+                    f"{transfer.gib(available)} available under {parent}, "
+                    f"the copy needs {transfer.gib(needed)}",
                     "free space on the pool (old snapshots, other datasets) or add mirrors",
                 )
             )
@@ -553,9 +542,8 @@ def checked(configs: dict[str, HostConfig], params: dict) -> tuple[Plan, dict]:
         plan, problems = live_problems(plan, found)
         return plan, problems, found
 
-    plan, problems, found = runtime.once_per_run(f"restore {params.get('target')}", compute)
-    if problems:
-        raise PyinfraError("\n" + format_problems(problems, what="before the restore"))
+    plan, problems, found = runtime.once_per_run(f"restore {params.get('host')}", compute)
+    kit.refuse(problems, restore.RUNBOOK.what)
     return plan, found
 
 
@@ -579,7 +567,7 @@ def report_lines(plan: Plan, sent: list[str], replay: list[str] | None, took: ob
     lines = [
         f"==> restore of {t} ({plan.mode}) from {plan.backup.name}'s copies of {plan.cluster}: {what}",
         f"    copy: {c.member}@{c.snapshot}, taken {utc(c.creation)}, at GTID {c.gtid}",
-        seeding.describe_send("sent", sent),
+        transfer.describe_send("sent", sent),
     ]
     if plan.time is not None:
         if replay is None:
@@ -593,34 +581,29 @@ def report_lines(plan: Plan, sent: list[str], replay: list[str] | None, took: ob
             "to put it back:"
         )
         lines.append(
-            f"      pyinfra INVENTORY runbooks/restore.py --data target={t} "
-            f"--data mode=replica --data wipe={t}"
+            f"      pyinfra INVENTORY runbooks/restore.py --data host={t} --data mode=replica --data wipe=yes"
         )
     return lines
 
 
-class Report(BaseStateCallback):
-    """The report, after the target's last step."""
+class Report(transfer.Report):
+    """The report, after the target's last step (steps "copy", "binlogs", "replay", "last"); as
+    every transfer's, removes the one-time key from a host that fails a step."""
 
-    def __init__(self, plan: Plan, hashes: dict[str, str], started: datetime) -> None:
-        self.plan, self.hashes, self.started = plan, hashes, started
+    what = "restore"
 
-    def operation_end(self, state, op_hash) -> None:  # noqa: ANN001 - pyinfra's callback signature
+    def __init__(self, plan: Plan, steps: dict, started: datetime) -> None:
+        super().__init__(plan.backup, plan.target, plan.marker, steps)
+        self.plan, self.started = plan, started
+
+    def step_ended(self, state_: object, step: str) -> None:
         t, b = self.plan.target.name, self.plan.backup.name
-        if op_hash != self.hashes["last"] or seeding._completed(state, t, op_hash) is None:
+        if step != "last" or not self.succeeded(state_, "last", t):
             return
-        sent = [
-            line
-            for h in ("copy", "binlogs")
-            if h in self.hashes
-            for line in seeding._stdout(state, b, self.hashes[h])
-        ]
-        replay = seeding._stdout(state, t, self.hashes["replay"]) if "replay" in self.hashes else None
+        sent = [line for s in ("copy", "binlogs") if s in self.ids for line in self.output(state_, s, b)]
+        replay = self.output(state_, "replay", t) if "replay" in self.ids else None
         took = datetime.now(UTC) - self.started
         logger.info("\n".join(report_lines(self.plan, sent, replay, took)))
-
-
-_reported: set[tuple[int, str]] = set()
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -634,9 +617,9 @@ def run(configs: dict[str, HostConfig], params: dict) -> None:
         return
     private_key, public_key = runtime.once_per_run(
         f"restore key {plan.target.name}",
-        lambda: seeding.one_time_key(f"{plan.marker}{datetime.now(UTC):%Y%m%dT%H%M%SZ}"),
+        lambda: transfer.one_time_key(f"{plan.marker}{datetime.now(UTC):%Y%m%dT%H%M%SZ}"),
     )
-    blocks = seeding.received_blocks_compression(plan, found["backup"]["zfs"])
+    blocks = transfer.received_blocks_compression(plan.datasets, found["backup"]["zfs"])
     steps(configs[host.name], plan, private_key, public_key, found["target"]["state"]["host_key"], blocks)
 
 
@@ -656,10 +639,9 @@ def steps(
     blocks: dict[str, str] | None = None,
 ) -> None:
     t, b = plan.target, plan.backup
-    is_target, is_backup = cfg.name == t.name, cfg.name == b.name
-    not_target, not_backup = f"not the target ({t.name})", f"not the backup host ({b.name})"
-    lives = [d.live for d in plan.datasets]
-    blocks = blocks or {}
+    ends = transfer.Ends(cfg.name, b, t, "the backup host", "the target")
+    is_target, is_backup = ends.receives, ends.sends
+    not_target, not_backup = ends.not_receiver, ends.not_sender
     started = datetime.now(UTC)
 
     # 1. The target's server stops.
@@ -671,33 +653,7 @@ def steps(
         unit=mariadb.SERVICE,
     )
     # 2. The one-time key: authorized on the target for the wrapper only; on the backup host in tmpfs.
-    engine.step(
-        is_target,
-        not_target,
-        common.config_file,
-        name=f"{seed_ops.WRAPPER} (the one-time key's forced command)",
-        path=seed_ops.WRAPPER,
-        content=wrapper_text(plan),
-        mode="755",
-    )
-    engine.step(
-        is_target,
-        not_target,
-        seed_ops.authorized_key,
-        name=f"One-time key from {b.name} ({b.replication_address}) authorized for {seed_ops.WRAPPER}",
-        line=seed_ops.authorized_key_line(
-            public_key, b.replication_address, seeding.expiry(datetime.now(UTC))
-        ),
-        marker=plan.marker,
-    )
-    engine.step(
-        is_backup,
-        not_backup,
-        seed_ops.source_key,
-        name=f"One-time key and {t.name}'s pinned host key in {common.PRIVATE_DIR}",
-        private_key=private_key,
-        known_hosts=seed_ops.known_hosts_line(t.replication_address, host_key),
-    )
+    transfer.keys_in_place(ends, wrapper_text(plan), plan.marker, private_key, public_key, host_key)
     # 3. The binlogs, consistent while the streams write.
     received = f"{plan.received}@{plan.binlogs_snapshot}"
     if plan.replays:
@@ -736,9 +692,9 @@ def steps(
         mark=mark,
         **to,
     )
-    hashes = {"copy": sent._hash}
+    reported = {"copy": sent}
     if plan.replays:
-        sent = engine.step(
+        reported["binlogs"] = engine.step(
             is_backup,
             not_backup,
             seed_ops.send,
@@ -747,54 +703,12 @@ def steps(
             snapshot=plan.binlogs_snapshot,
             **to,
         )
-        hashes["binlogs"] = sent._hash
-    # 5. The copy in place, as the storage role declares its datasets.
-    engine.step(
-        is_target,
-        not_target,
-        seed_ops.put_in_place,
-        name=f"{', '.join(lives)}: the copy in place, the old datasets renamed aside",
-        datasets=[{"live": d.live, "seed": d.seed, "aside": d.aside} for d in plan.datasets],
-        snapshot=c.snapshot,
-        position_from={"host": b.name, "snapshot": f"{c.data}@{c.snapshot}", "onto": plan.datasets[0].live},
-        mark=mark,
-    )
-    engine.step(
-        is_target,
-        not_target,
-        ops.marked,
-        name=f"{plan.seeded}: {plan.identity}",
-        snapshot=plan.seeded,
-        value=plan.identity,
-    )
-    for d in plan.datasets:
-        engine.step(
-            is_target,
-            not_target,
-            zfs_ops.dataset,
-            name=f"Dataset {d.live}",
-            dataset_name=d.live,
-            properties={
-                **t.datasets[d.relative],
-                **({BLOCKS_COMPRESSION: blocks[d.relative]} if d.relative in blocks else {}),
-            },
-        )
-    engine.step(is_target, not_target, seed_ops.mounted, name=f"Mounted: {', '.join(lives)}", datasets=lives)
-    account = SERVICE_USERS["mariadb"]
-    for d in plan.datasets:
-        engine.step(
-            is_target,
-            not_target,
-            files.directory,
-            name=f"Owner of {t.mountpoint(d.relative)}",
-            path=t.mountpoint(d.relative),
-            user=account["user"],
-            group=account["user"],
-            mode=account["mode"],
-        )
+    # 5. The copy in place, marked, as the storage role declares its datasets.
+    position_from = {"host": b.name, "snapshot": f"{c.data}@{c.snapshot}", "onto": plan.datasets[0].live}
+    transfer.received_in_place(ends, plan.datasets, c.snapshot, "the copy", position_from, blocks or {}, mark)
     # 6. The server starts: a replica, or on its own with the binlogs replayed.
     if plan.mode == "replica":
-        seeding.start_mariadb(cfg, t, plan.primary, plan.seeded, what="the copy")
+        transfer.start_mariadb(cfg, t, plan.primary, plan.seeded, what="the copy")
     else:
         if is_target:
             mariadb.role_config(t)  # a declared replica's: read_only ON, so the fence lets it start
@@ -818,7 +732,7 @@ def steps(
             dataset=plan.received,
             mountpoint=BINLOGS_MOUNT,
         )
-        replay = engine.step(
+        reported["replay"] = engine.step(
             is_target,
             not_target,
             ops.replayed,
@@ -827,18 +741,8 @@ def steps(
             seeded=plan.seeded,
             moment=plan.time,
         )
-        hashes["replay"] = replay._hash
     # 7. Cleanup.
-    engine.step(
-        is_target,
-        not_target,
-        seed_ops.authorized_key_removed,
-        name="One-time key removed",
-        marker=plan.marker,
-    )
-    engine.step(
-        is_backup, not_backup, seed_ops.source_key_removed, name="One-time key and pinned host key removed"
-    )
+    transfer.keys_removed(ends, plan.marker)
     engine.step(
         is_backup,
         not_backup,
@@ -864,18 +768,7 @@ def steps(
             name=f"{plan.received} destroyed",
             dataset=plan.received,
         )
-    last = engine.step(
-        is_target,
-        not_target,
-        seed_ops.replaced_destroyed,
-        name=f"{t.name}'s datasets from before the restore: destroyed with --data wipe={t.name}, else kept",
-        datasets=[d.aside for d in plan.datasets],
-        wipe=plan.wipe,
-    )
+    reported["last"] = transfer.asides_destroyed(ends, plan.datasets, "the restore", plan.wipe)
     if plan.mode == "replica":
         snapshots.retaken(t, is_target, not_target)  # the backup host has no data dataset to name
-    hashes["last"] = last._hash
-    key = (id(state), f"restore report {t.name}")
-    if key not in _reported:
-        _reported.add(key)
-        state.add_callback_handler(Report(plan, hashes, started))
+    kit.report_once(f"restore report {t.name}", Report(plan, reported, started))

@@ -1,4 +1,4 @@
-"""`./dbzfs roll INVENTORY [--dry] [--hosts A,B] [--max-lag S] [--gate-timeout S] [--report FILE]`
+"""`./dbzfs roll INVENTORY [--dry] [--limit A,B] [--data max_lag=S] [--gate-timeout S] [--report FILE]`
 
 deploy.py one host at a time (day2/rolling.py's plan: each group's replicas, then its primary),
 then runbooks/rewrite_compression.py where the host's datasets hold blocks of another compression
@@ -18,6 +18,12 @@ and written as JSON (--report).
 The inventory is validated first (as `./dbzfs deploy` does): bad data stops the roll before any
 host is touched. Connections: the inventory's own ssh data (day2.rolling.ssh_config_text), for
 pyinfra and testinfra alike.
+
+Its options are named as the runbooks' (which it runs): `--limit A,B` (or --limit A --limit B),
+the hosts to roll, and `--data max_lag=S`, the seconds a MariaDB replica may be behind (its
+gates, and the switchover's); any other --data key is refused, as a runbook refuses it. Exit 0:
+done; 1: a host's converge, switchover or gate failed; 2: refused or misused (bad options, an
+inventory whose data is wrong), before any host was touched.
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from day2 import rolling
+from day2 import kit, rolling
 from model.hostdata import HostConfig
+from model.problems import format_problems
 from operations.postgresql import slot_name as pg_slot_name
 from validation import REPO_ROOT, load_inventory_isolated
 
@@ -52,11 +59,13 @@ def show(output: str) -> None:
     print(output, end="" if output.endswith("\n") else "\n", flush=True)
 
 
-def converge(inventory: str, host: str, dry: bool, deploy: str = "deploy.py") -> tuple[int, str, int | None]:
-    """pyinfra -y INVENTORY DEPLOY --limit HOST (or --dry --diff): exit code, output, and the
-    operations that changed (with --dry: that would change)."""
+def converge(
+    inventory: str, host: str, dry: bool, deploy: str = "deploy.py", data: tuple[str, ...] = ()
+) -> tuple[int, str, int | None]:
+    """pyinfra -y INVENTORY DEPLOY --limit HOST (or --dry --diff), with `data` as --data items:
+    exit code, output, and the operations that changed (with --dry: that would change)."""
     # -y skips pyinfra's change detection, which is all that --dry shows.
-    argv = [str(PYINFRA), inventory, deploy, "--limit", host]
+    argv = [str(PYINFRA), inventory, deploy, "--limit", host, *(a for item in data for a in ("--data", item))]
     argv += ["--dry", "--diff"] if dry else ["-y"]
     result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True)
     output = result.stdout + result.stderr
@@ -223,7 +232,7 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
     if sampler:
         sampler.start()
     try:
-        rc, output, changed = converge(gates.inventory, step.host, False, deploy=REWRITE)
+        rc, output, changed = converge(gates.inventory, step.host, False, REWRITE, rewrite_data(step))
     finally:
         if sampler:
             sampler.finish()
@@ -247,6 +256,12 @@ def rewrite(args: argparse.Namespace, gates: Gates, step: rolling.Step, entry: d
         entry["rewrite"]["lag"] = rolling.lag_summary(step.engine, sampler.samples)
         log(f"    {rolling.lag_line(entry['rewrite']['lag'])}; caught up: the replication gate below")
     return None
+
+
+def rewrite_data(step: rolling.Step) -> tuple[str, ...]:
+    """runbooks/rewrite_compression.py's arguments for the host: a primary is rolled here only in
+    place (roll_primary = "in_place", or no replica to switch over to), so it is allowed."""
+    return (f"host={step.host}", *(("allow_primary=yes",) if step.role == "primary" else ()))
 
 
 def wait_for_gates(gates: Gates, step: rolling.Step, entry: dict, names: tuple[str, ...]) -> str | None:
@@ -344,11 +359,11 @@ def roll(args: argparse.Namespace) -> int:
         log("==> roll: the inventory's data is wrong (above); no host was touched")
         return 2
     hosts = load_inventory_isolated(args.inventory)
-    only = set(args.hosts.split(",")) if args.hosts else None
+    only = {n for item in args.limit or () for n in item.split(",") if n} or None
     try:
         steps = rolling.plan(hosts, only)
     except ValueError as exc:
-        log(f"==> roll: --hosts: {exc}; no host was touched")
+        log(f"==> roll: --limit: {exc}; no host was touched")
         return 2
     order = ", ".join(f"{s.host} ({s.group} {s.role})" for s in steps)
     log(f"==> roll{' (dry)' if args.dry else ''}: {len(steps)} host(s), one at a time: {order}")
@@ -427,19 +442,69 @@ def roll(args: argparse.Namespace) -> int:
     return 0
 
 
+ROLL = kit.Runbook(
+    "./dbzfs roll",
+    "the roll",
+    (
+        kit.Parameter(
+            "max_lag",
+            "seconds a MariaDB replica may be behind, default 30",
+            default=30,
+            parse=kit.whole_seconds,
+            example="30",
+        ),
+    ),
+    acts_on=None,
+)
+RENAMED = {"--hosts": "--limit A,B", "--max-lag": "--data max_lag=S"}
+
+
+class Misuse(argparse.ArgumentParser):
+    """argparse, with its exit code on a misuse kept at 2 and the renamed options hinted."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        for old, new in RENAMED.items():
+            if old in message:
+                message += f" ({old} is now {new}, named as the runbooks name it)"
+        super().error(message)
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="./dbzfs roll", description=__doc__.split("\n\n")[1])
+    p = Misuse(prog="./dbzfs roll", description=__doc__.split("\n\n")[1])
     p.add_argument("inventory")
     p.add_argument(
         "--dry",
         action="store_true",
         help="each host's changes and rewrites in the roll's order; nothing changed",
     )
-    p.add_argument("--hosts", help="only these hosts (comma-separated), in the roll's order")
-    p.add_argument("--max-lag", type=int, default=30, help="seconds a MariaDB replica may be behind (30)")
+    p.add_argument(
+        "--limit",
+        action="append",
+        metavar="A,B",
+        help="only these hosts (comma-separated, or the option again), in the roll's order",
+    )
+    p.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="max_lag=S: seconds a MariaDB replica may be behind (30)",
+    )
     p.add_argument("--gate-timeout", type=int, default=300, help="seconds a gate may take to pass (300)")
     p.add_argument("--report", help="write the report as JSON to this file")
-    return roll(p.parse_args(argv))
+    args = p.parse_args(argv)
+    given = {}
+    for item in args.data:
+        key, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--data {item}: not KEY=VALUE")
+        given[key] = value
+    parsed, problems = kit.parsed(ROLL, given, [], set())
+    if problems:
+        log(format_problems(problems, what="in the roll's options"))
+        return 2
+    args.max_lag = parsed["max_lag"]
+    return roll(args)
 
 
 if __name__ == "__main__":

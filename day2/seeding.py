@@ -12,11 +12,13 @@ Pre-checks, before any host is changed (all problems at once): the replica and t
 members of one replication group, the replica declared a replica with a primary; the source's
 server answers and is what the inventory says it is (a primary, or a replica that replicates);
 the group's primary answers as a primary; the replica's server is installed, its data directory
-holds no database unless `--data wipe=REPLICA` names it, its pool has room for the source's
+holds no database unless `--data wipe=yes`, its pool has room for the source's
 datasets, nothing is in the way of the names above; the service account has the same ids on both
 hosts (received files keep their owner ids); --limit includes every host that takes part.
 
-Steps (every host of the group passes every step; hosts of other groups take no part):
+The transfer (the key, the sends' receive, the datasets put in place, the cleanup) is
+day2/transfer.py's, shared with a MariaDB restore. Steps (every host of the group passes every
+step; hosts of other groups take no part):
  1. the replica's server stops;
  2. a one-time key (made here, kept in memory only) is authorized on the replica for the receive
     wrapper only, its private half and the replica's pinned host key go to the source's tmpfs;
@@ -28,51 +30,64 @@ Steps (every host of the group passes every step; hosts of other groups take no 
  7. the server starts as a replica of the group's primary from the snapshot's position;
  8. it is checked to replicate;
  9. cleanup: the key gone from both hosts, the seed snapshots destroyed, the datasets renamed
-    aside destroyed when `wipe` named the replica. A host that fails a step has its key removed
+    aside destroyed with `wipe=yes`. A host that fails a step has its key removed
     at once by the report's error handler; the snapshots stay for a re-run to resume from.
 """
 
 from __future__ import annotations
 
-import math
-import subprocess
-import tempfile
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import UTC, datetime
 
-from pyinfra import host, inventory, logger, state
-from pyinfra.api import BaseStateCallback, HiddenValue
-from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
-from pyinfra.api.exceptions import PyinfraError
+from pyinfra import inventory, logger
+from pyinfra.api import HiddenValue
 from pyinfra.api.host import Host
+from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files
 
+from day2 import kit, transfer
+from day2.transfer import Dataset, database_held, gib, one_time_key
 from facts.mariadb import MariadbLiveRole
 from facts.postgresql import PostgresqlWalReceiver
 from facts.seeding import HOST_KEY, SeedHostState
 from facts.zfs import ZfsDatasetProperties
-from model import secrets
 from model.hostdata import HostConfig
-from model.problems import Problem, format_problems
-from model.zfs_properties import BLOCKS_COMPRESSION, blocks_record
+from model.problems import Problem
 from operations import (
     common,
-    mariadb as mariadb_ops,
     postgresql as pg,
     postgresql_topology,
     runtime,
     seeding as ops,
-    zfs as zfs_ops,
 )
 from roles import engine, mariadb, postgresql, render, snapshots
 from roles.zfs import SERVICE_USERS
 
-PARAMETERS = ("replica", "source", "wipe")
-KEY_HOURS = 48  # the key line's expiry-time: a backstop should the cleanup never run
-SPACE_MARGIN = 0.10  # over what the source's datasets reference: the catch-up, metadata
-MIB = 1024**2
-GIB = 1024**3
+RUNBOOK = kit.Runbook(
+    "runbooks/seed.py",
+    "the seeding",
+    (
+        kit.Parameter(
+            "host",
+            "the replica to seed, declared a replica of its group's primary",
+            required=True,
+            example="HOST",
+            host=True,
+            formerly=("replica",),
+        ),
+        kit.Parameter(
+            "source", "the member to copy (default: the replica's primary)", example="HOST", host=True
+        ),
+        kit.Parameter(
+            "wipe",
+            "yes: replace a data directory that holds a database",
+            default=False,
+            parse=kit.yes_no,
+            example="yes",
+        ),
+    ),
+)
+SPACE_MARGIN = transfer.SPACE_MARGIN
 
 
 @dataclass(frozen=True)
@@ -87,25 +102,6 @@ ENGINES = {
     "postgresql": Engine("PostgreSQL", postgresql.UNIT, postgresql.SERVER_BINARY, PostgresqlWalReceiver),
     "mariadb": Engine("MariaDB", mariadb.SERVICE, mariadb.SERVER_BINARY, MariadbLiveRole),
 }
-# Directories of a MariaDB datadir that are no database of its own.
-MARIADB_SYSTEM_DIRECTORIES = frozenset({"mysql", "performance_schema", "sys", "lost+found"})
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """One of the datasets a seed replaces: its name on the source and on the replica."""
-
-    relative: str  # the replica's zfs_datasets key
-    source: str
-    live: str
-
-    @property
-    def seed(self) -> str:
-        return f"{self.live}-seed"
-
-    @property
-    def aside(self) -> str:
-        return f"{self.live}-replaced"
 
 
 @dataclass(frozen=True)
@@ -161,14 +157,15 @@ def plan_problems(
     configs: dict[str, HostConfig],
     replica: str | None,
     source: str | None,
-    wipe: str | None,
+    wipe: bool,
     active: set[str],
 ) -> tuple[Plan | None, list[Problem]]:
-    """The plan, or what stops the seeding before any host is read (pure)."""
+    """The plan, or what stops the seeding before any host is read (pure; `replica`: the
+    runbook's `host`)."""
     if not replica:
-        return None, [Problem(None, "replica", None, "missing", "run with --data replica=HOST")]
+        return None, [Problem(None, "host", None, "missing", "run with --data host=HOST")]
     if replica not in configs:
-        return None, [Problem(None, "replica", replica, "not a host of the inventory", "name a replica")]
+        return None, [Problem(None, "host", replica, "not a host of the inventory", "name a replica")]
     r = configs[replica]
     if r.engine not in ENGINES:
         return None, [Problem(replica, "engine", r.engine, "no seeding for this engine", "")]
@@ -188,16 +185,6 @@ def plan_problems(
         return None, [Problem(None, "source", source, found, fix)]
     s = group[source]
     problems = []
-    if wipe and wipe != replica:
-        problems.append(
-            Problem(
-                None,
-                "wipe",
-                wipe,
-                f"names {wipe}, not the replica {replica}",
-                f"--data wipe={replica}, or leave it out",
-            )
-        )
     for member in (r, s):
         if not member.replication_address:
             problems.append(
@@ -225,18 +212,8 @@ def plan_problems(
             )
         datasets.append(Dataset(mine, s.dataset_name(theirs), r.dataset_name(mine)))
     taking_part = {replica, source} | ({primary.name} if r.engine == "postgresql" else set())
-    missing = sorted(taking_part - active)
-    if missing:
-        problems.append(
-            Problem(
-                None,
-                "--limit",
-                sorted(active),
-                f"leaves out {', '.join(missing)}, which the seeding changes or reads",
-                f"limit to {','.join(sorted(taking_part))} or more",
-            )
-        )
-    plan = Plan(r, s, primary, wipe == replica, tuple(datasets))
+    problems += kit.left_out(sorted(taking_part), active, "which the seeding changes or reads")
+    plan = Plan(r, s, primary, bool(wipe), tuple(datasets))
     return (None if problems else plan), problems
 
 
@@ -307,24 +284,12 @@ def member_problems(plan: Plan, found: dict[str, dict]) -> list[Problem]:
     return problems
 
 
-def database_held(engine_name: str, server: dict) -> str:
-    """What database the replica's data directory holds ("" for none)."""
-    if engine_name == "postgresql":
-        return f"a PostgreSQL {server['pg_version']} cluster" if server["pg_version"] else ""
-    own = [d for d in server["directories"] if d not in MARIADB_SYSTEM_DIRECTORIES and not d.startswith("#")]
-    return f"schemas of its own ({', '.join(own)})" if own else ""
-
-
-def gib(size: int) -> str:
-    return f"{size / GIB:.1f} GiB"
-
-
 def space_needed(plan: Plan, source_zfs: dict, replica_zfs: dict) -> int:
     """Bytes the replica's pool must have free: what the source's datasets reference (a
     compressed send writes them as stored) plus SPACE_MARGIN, less what partial seeds hold."""
     referenced = sum(int(source_zfs[d.source]["referenced"]["value"]) for d in plan.datasets)
     held = sum(int(replica_zfs[d.seed]["used"]["value"]) for d in plan.datasets if d.seed in replica_zfs)
-    return max(0, math.ceil(referenced * (1 + SPACE_MARGIN)) - held)
+    return transfer.space_needed(referenced, held)
 
 
 def replica_problems(plan: Plan, found: dict[str, dict]) -> list[Problem]:
@@ -373,7 +338,7 @@ def replica_problems(plan: Plan, found: dict[str, dict]) -> list[Problem]:
                 "wipe",
                 None,
                 f"its data directory holds {held} ({label} {running})",
-                f"re-run with --data wipe={r.name} to replace it (its datasets are destroyed once the seeded "
+                "re-run with --data wipe=yes to replace it (its datasets are destroyed once the seeded "
                 "server replicates)",
             )
         )
@@ -467,34 +432,6 @@ def data_path(cfg: HostConfig) -> str:
     return render.mariadb_paths(cfg)["datadir"]
 
 
-# --- the one-time key -----------------------------------------------------------------------------
-
-
-def one_time_key(comment: str) -> tuple[HiddenValue, str]:
-    """A new ed25519 key pair (private, public), made with ssh-keygen in a temporary directory
-    that is removed before this returns: the keys live in this process's memory only."""
-    with tempfile.TemporaryDirectory(prefix="dbzfs-seed-") as tmp:
-        path = Path(tmp) / "key"
-        try:
-            subprocess.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
-                check=True,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-        except FileNotFoundError:
-            raise PyinfraError("ssh-keygen is not installed here (Debian: openssh-client)") from None
-        except subprocess.CalledProcessError as exc:
-            raise PyinfraError(f"ssh-keygen failed: {exc.stderr.strip()}") from None
-        return HiddenValue(path.read_text()), path.with_name("key.pub").read_text().strip()
-
-
-def expiry(now: datetime, hours: int = KEY_HOURS) -> str:
-    """An authorized_keys expiry-time, UTC."""
-    return (now.astimezone(UTC) + timedelta(hours=hours)).strftime("%Y%m%d%H%MZ")
-
-
 def wrapper_text(plan: Plan) -> str:
     names = [ops.q(d.seed) for d in plan.datasets]
     return render.render("seed-receive.sh.j2", {"host": plan.replica.name, "datasets": names})
@@ -503,41 +440,17 @@ def wrapper_text(plan: Plan) -> str:
 # --- the report -----------------------------------------------------------------------------------
 
 
-def sent(lines: list[str]) -> tuple[int, float, int]:
-    """(bytes, seconds, datasets) from a send operation's REPORT lines."""
-    total, ms, count = 0, 0, 0
-    for line in lines:
-        words = line.split()
-        if line.startswith(f"{ops.REPORT} sent ") and len(words) == 8:
-            total, ms, count = total + int(words[3]), ms + int(words[6]), count + 1
-    return total, ms / 1000, count
-
-
-def position(lines: list[str]) -> str | None:
-    for line in lines:
-        if line.startswith(f"{ops.REPORT} position "):
-            return line.split(" position ", 1)[1]
-    return None
-
-
-def describe_send(what: str, lines: list[str]) -> str:
-    size, seconds, count = sent(lines)
-    if not count:
-        return f"    {what}: nothing sent in this run (received in an earlier one)"
-    return f"    {what}: {size} bytes ({size / MIB:.1f} MiB) in {seconds:.1f} s, {count} dataset(s)"
-
-
 def report_lines(plan: Plan, full: list[str], catchup: list[str], start: list[str]) -> list[str]:
     r = plan.replica
     lines = [
         f"==> seeding done: {r.name} replicates from {plan.primary.name} ({r.engine}, {r.cluster}), "
         f"seeded from {plan.source.name}'s snapshots",
-        describe_send("full send", full),
-        describe_send("incremental send", catchup),
-        f"    started from {position(start) or 'the position of the seed (see the start step)'}",
+        transfer.describe_send("full send", full),
+        transfer.describe_send("incremental send", catchup),
+        f"    started from {transfer.position(start) or 'the position of the seed (see the start step)'}",
     ]
     if plan.wipe:
-        lines.append(f"    {r.name}'s datasets from before the seed were destroyed (--data wipe={r.name})")
+        lines.append(f"    {r.name}'s datasets from before the seed were destroyed (--data wipe=yes)")
     else:
         asides = " ".join(d.aside for d in plan.datasets)
         lines.append(f"    left for you: {r.name}'s datasets from before the seed, once not needed:")
@@ -545,119 +458,60 @@ def report_lines(plan: Plan, full: list[str], catchup: list[str], start: list[st
     return lines
 
 
-def _completed(state_: object, name: str, op_hash: str) -> object | None:
-    """The host's run of the operation (pyinfra's OperationMeta) once it succeeded, else None."""
-    try:
-        meta = state_.get_op_data_for_host(state_.inventory.get_host(name), op_hash).operation_meta
-    except (KeyError, AttributeError):
-        return None
-    return meta if meta.is_complete() and meta.did_succeed() else None
+class Report(transfer.Report):
+    """Prints the report once the replica did the last step (steps "full", "catchup", "start",
+    "last"); as every transfer's, removes the one-time key from a host that fails a step."""
 
+    what = "seeding"
 
-def _stdout(state_: object, name: str, op_hash: str) -> list[str]:
-    meta = _completed(state_, name, op_hash)
-    return meta.stdout_lines if meta else []
+    def __init__(self, plan: Plan, steps: dict) -> None:
+        super().__init__(plan.source, plan.replica, plan.marker, steps)
+        self.plan = plan
 
-
-class Report(BaseStateCallback):
-    """Prints the report at the last step, and removes the one-time key from a host of the seed
-    that fails a step (that host runs no further step, its cleanup included)."""
-
-    def __init__(self, plan: Plan, hashes: dict[str, str]) -> None:
-        self.plan, self.hashes = plan, hashes
-        self.roles = {plan.source.name: "source", plan.replica.name: "replica"}
-        self.cleaned: set[str] = set()
-
-    def operation_host_error(self, state, host, op_hash, retry_count=0, max_retries=0) -> None:  # noqa: ANN001 - pyinfra's callback signature
-        role = self.roles.get(host.name)
-        if role is None or host.name in self.cleaned:
-            return
-        self.cleaned.add(host.name)
-        arguments = state.get_op_data_for_host(host, op_hash).global_arguments
-        connector = {k: v for k, v in arguments.items() if k in CONNECTOR_ARGUMENT_KEYS}
-        done = True
-        for command in ops.key_cleanup(role, self.plan.marker):
-            try:
-                ok, _ = host.run_shell_command(command, print_output=False, **connector)
-            except Exception:  # a cleanup must not hide the failure it follows
-                ok = False
-            done = done and ok
-        step = ", ".join(state.get_op_meta(op_hash).names) or "a step"
-        removed = (
-            "the one-time key was removed from it"
-            if done
-            else f"the one-time key could NOT be removed from it: {self._by_hand(role)}"
-        )
-        logger.warning(
-            f"==> seeding of {self.plan.replica.name} stopped on {host.name} at {step!r}; {removed}. "
-            f"The seed snapshots are kept: re-run the same command to resume."
-        )
-
-    def _by_hand(self, role: str) -> str:
-        if role == "source":
-            return f"rm -f {ops.KEY} {ops.KNOWN_HOSTS}"
-        return f"remove the line with {self.plan.marker} from {ops.AUTHORIZED_KEYS}"
-
-    def operation_end(self, state, op_hash) -> None:  # noqa: ANN001 - pyinfra's callback signature
+    def step_ended(self, state_: object, step: str) -> None:
         source, replica = self.plan.source.name, self.plan.replica.name
-        if op_hash != self.hashes["last"] or _completed(state, replica, op_hash) is None:
+        if step != "last" or not self.succeeded(state_, "last", replica):
             return  # a replica that failed a step was reported then
         lines = report_lines(
             self.plan,
-            _stdout(state, source, self.hashes["full"]),
-            _stdout(state, source, self.hashes["catchup"]),
-            _stdout(state, replica, self.hashes["start"]),
+            self.output(state_, "full", source),
+            self.output(state_, "catchup", source),
+            self.output(state_, "start", replica),
         )
         logger.info("\n".join(lines))
-
-
-_reported: set[tuple[int, str]] = set()
-
-
-def report_once(report: Report) -> None:
-    key = (id(state), f"seed report {report.plan.replica.name}")
-    if key not in _reported:
-        _reported.add(key)
-        state.add_callback_handler(report)
 
 
 # --- the run ----------------------------------------------------------------------------------------
 
 
 def checked(
-    configs: dict[str, HostConfig], replica: str, source: str | None, wipe: str | None
+    configs: dict[str, HostConfig], replica: str, source: str | None, wipe: bool
 ) -> tuple[Plan, dict]:
-    """The plan and the members' facts, or stop the run before any change (once per run)."""
+    """The plan and the members' facts, or stop the run before any change (once per run,
+    whichever host's deploy gets here first: a --limit that leaves out a host the seeding needs
+    is refused even when no host of the group takes part)."""
 
     def compute() -> tuple[Plan | None, list[Problem], dict]:
-        active = {h.name for h in inventory.get_active_hosts()}
-        plan, problems = plan_problems(configs, replica, source, wipe, active)
+        plan, problems = plan_problems(configs, replica, source, wipe, kit.active())
         if problems:
             return None, problems, {}
         found = read_members(plan)
         return plan, live_problems(plan, found), found
 
     plan, problems, found = runtime.once_per_run(f"seed {replica}", compute)
-    if problems:
-        raise PyinfraError("\n" + format_problems(problems, what="before the seeding"))
+    kit.refuse(problems, RUNBOOK.what)
     return plan, found
 
 
-def run() -> None:
+def run(args: dict) -> None:
     """The seeding's steps for this host (every host of the replica's group passes every step;
-    hosts of other groups take no part)."""
+    hosts of other groups take no part). `args`: kit.start(RUNBOOK)."""
     cfg = engine.host_config()
-    replica = host.data.get("replica")
     configs = {h.name: HostConfig.from_data(h.name, h.data) for h in inventory}
-    if replica not in configs:
-        problem = Problem(None, "replica", replica, "not a host of the inventory", "name a replica")
-        if not replica:
-            problem = Problem(None, "replica", None, "missing", "run with --data replica=HOST")
-        raise PyinfraError("\n" + format_problems([problem], what="before the seeding"))
-    target = configs[replica]
-    if (cfg.engine, cfg.cluster) != (target.engine, target.cluster):
+    replica = args.get("host")
+    plan, found = checked(configs, replica, args.get("source"), bool(args.get("wipe")))
+    if (cfg.engine, cfg.cluster) != (plan.replica.engine, plan.replica.cluster):
         return
-    plan, found = checked(configs, replica, host.data.get("source"), host.data.get("wipe"))
     private_key, public_key = runtime.once_per_run(
         f"seed key {replica}", lambda: one_time_key(f"{plan.marker}{datetime.now(UTC):%Y%m%dT%H%M%SZ}")
     )
@@ -666,15 +520,8 @@ def run() -> None:
 
 
 def received_blocks_compression(plan: Plan, source_zfs: dict[str, dict]) -> dict[str, str]:
-    """{replica dataset key: the compression its received blocks carry}: our sends (-c, or -w)
-    keep the source's blocks as they are, so the seed records what the source recorded, and a
-    later change of compression is rewritten on the replica too (day2.compression_rewrite).
-    A source without the record leaves the replica without one."""
-    recorded = {
-        d.relative: blocks_record(source_zfs.get(d.source, {}).get(BLOCKS_COMPRESSION, {}).get("value"))
-        for d in plan.datasets
-    }
-    return {relative: value for relative, value in recorded.items() if value is not None}
+    """The compression the replica's received blocks carry (transfer.received_blocks_compression)."""
+    return transfer.received_blocks_compression(plan.datasets, source_zfs)
 
 
 def steps(
@@ -686,10 +533,10 @@ def steps(
     blocks_compression: dict[str, str] | None = None,
 ) -> None:
     r, s, p = plan.replica, plan.source, plan.primary
-    is_replica, is_source = cfg.name == r.name, cfg.name == s.name
-    not_replica, not_source = f"not the replica ({r.name})", f"not the source ({s.name})"
+    ends = transfer.Ends(cfg.name, s, r, "the source", "the replica")
+    is_replica, is_source = ends.receives, ends.sends
+    not_replica, not_source = ends.not_receiver, ends.not_sender
     lives = [d.live for d in plan.datasets]
-    blocks = blocks_compression or {}
 
     # 1. The replica's server stops.
     engine.step(
@@ -700,31 +547,7 @@ def steps(
         unit=plan.engine.unit,
     )
     # 2. The one-time key: authorized on the replica for the wrapper only; on the source in tmpfs.
-    engine.step(
-        is_replica,
-        not_replica,
-        common.config_file,
-        name=f"{ops.WRAPPER} (the one-time key's forced command)",
-        path=ops.WRAPPER,
-        content=wrapper_text(plan),
-        mode="755",
-    )
-    engine.step(
-        is_replica,
-        not_replica,
-        ops.authorized_key,
-        name=f"One-time key from {s.name} ({s.replication_address}) authorized for {ops.WRAPPER}",
-        line=ops.authorized_key_line(public_key, s.replication_address, expiry(datetime.now(UTC))),
-        marker=plan.marker,
-    )
-    engine.step(
-        is_source,
-        not_source,
-        ops.source_key,
-        name=f"One-time key and {r.name}'s pinned host key in {common.PRIVATE_DIR}",
-        private_key=private_key,
-        known_hosts=ops.known_hosts_line(r.replication_address, host_key),
-    )
+    transfer.keys_in_place(ends, wrapper_text(plan), plan.marker, private_key, public_key, host_key)
     # 3. A consistent snapshot (PostgreSQL: the slot first, so the primary keeps every WAL record
     #    the replica will ask for after it).
     if r.engine == "postgresql":
@@ -788,52 +611,16 @@ def steps(
     if r.engine == "mariadb":
         snap = f"{plan.data.source}@{plan.catchup}"
         position_from = {"host": s.name, "snapshot": snap, "onto": plan.data.live}
-    engine.step(
-        is_replica,
-        not_replica,
-        ops.put_in_place,
-        name=f"{', '.join(lives)}: the received datasets in place, the old ones renamed aside",
-        datasets=[{"live": d.live, "seed": d.seed, "aside": d.aside} for d in plan.datasets],
-        snapshot=plan.catchup,
-        position_from=position_from,
+    transfer.received_in_place(
+        ends, plan.datasets, plan.catchup, "the received datasets", position_from, blocks_compression or {}
     )
-    for d in plan.datasets:
-        engine.step(
-            is_replica,
-            not_replica,
-            zfs_ops.dataset,
-            name=f"Dataset {d.live}",
-            dataset_name=d.live,
-            properties={
-                **r.datasets[d.relative],
-                **({BLOCKS_COMPRESSION: blocks[d.relative]} if d.relative in blocks else {}),
-            },
-        )
-    engine.step(is_replica, not_replica, ops.mounted, name=f"Mounted: {', '.join(lives)}", datasets=lives)
-    account = SERVICE_USERS[r.engine]
-    for d in plan.datasets:
-        engine.step(
-            is_replica,
-            not_replica,
-            files.directory,
-            name=f"Owner of {r.mountpoint(d.relative)}",
-            path=r.mountpoint(d.relative),
-            user=account["user"],
-            group=account["user"],
-            mode=account["mode"],
-        )
     # 7 and 8. The server starts as a replica and is checked to replicate.
     if r.engine == "postgresql":
         start = start_postgresql(cfg, plan, seeded)
     else:
         start = start_mariadb(cfg, r, p, seeded)
     # 9. Cleanup (a host that failed a step gets its key removed by the report's error handler).
-    engine.step(
-        is_replica, not_replica, ops.authorized_key_removed, name="One-time key removed", marker=plan.marker
-    )
-    engine.step(
-        is_source, not_source, ops.source_key_removed, name="One-time key and pinned host key removed"
-    )
+    transfer.keys_removed(ends, plan.marker)
     engine.step(
         is_source,
         not_source,
@@ -851,20 +638,13 @@ def steps(
         datasets=lives,
         snapshots=[plan.full, plan.catchup],
     )
-    last = engine.step(
-        is_replica,
-        not_replica,
-        ops.replaced_destroyed,
-        name=f"{r.name}'s datasets from before the seed: destroyed with --data wipe={r.name}, else kept",
-        datasets=[d.aside for d in plan.datasets],
-        wipe=plan.wipe,
-    )
+    last = transfer.asides_destroyed(ends, plan.datasets, "the seed", plan.wipe)
     snapshots.retaken(cfg, is_replica, not_replica)
-    hashes = {"full": full._hash, "catchup": catchup._hash, "start": start._hash, "last": last._hash}
-    report_once(Report(plan, hashes))
+    steps = {"full": full, "catchup": catchup, "start": start, "last": last}
+    kit.report_once(f"seed report {r.name}", Report(plan, steps))
 
 
-def start_postgresql(cfg: HostConfig, plan: Plan, seeded: str) -> object:
+def start_postgresql(cfg: HostConfig, plan: Plan, seeded: str) -> OperationMeta:
     """Step 7 and 8 for PostgreSQL; returns the start step (its output holds the position)."""
     r, p = plan.replica, plan.primary
     is_replica, not_replica = cfg.name == r.name, f"not the replica ({r.name})"
@@ -915,38 +695,6 @@ def start_postgresql(cfg: HostConfig, plan: Plan, seeded: str) -> object:
     return start
 
 
-def start_mariadb(
-    cfg: HostConfig, r: HostConfig, p: HostConfig, seeded: str, what: str = "the seed"
-) -> object:
-    """Step 7 and 8 for MariaDB (and a restore's replica, day2/restore_mariadb.py): `r` starts
-    as a replica of `p` from the position on `seeded`; returns the start step (its output holds
-    the position)."""
-    is_replica, not_replica = cfg.name == r.name, f"not the replica ({r.name})"
-    paths = render.mariadb_paths(r)
-    to_primary = {
-        "primary_address": p.replication_address,
-        "replication_user": render.REPLICATION_USER["mariadb"],
-        "password": engine.secret(secrets.REPLICATION_PASSWORD) if is_replica else None,
-        "port": render.MARIADB_PORT,
-    }
-    if is_replica:
-        mariadb.role_config(r)  # read_only in the role file before the server starts
-    start = engine.step(
-        is_replica,
-        not_replica,
-        ops.mariadb_replica,
-        name=f"{r.name} starts as a replica of {p.name} from {what}'s GTID position",
-        datadir=paths["datadir"],
-        relay_log=paths["relay_log"],
-        seeded=seeded,
-        **to_primary,
-    )
-    engine.step(is_replica, not_replica, mariadb_ops.read_only, name="read_only ON (live)", on=True)
-    engine.step(
-        is_replica,
-        not_replica,
-        mariadb_ops.replica,
-        name=f"{r.name} replicates from {p.name}",
-        **to_primary,
-    )
-    return start
+def start_mariadb(cfg: HostConfig, r: HostConfig, p: HostConfig, seeded: str) -> OperationMeta:
+    """Step 7 and 8 for MariaDB: transfer.start_mariadb."""
+    return transfer.start_mariadb(cfg, r, p, seeded)

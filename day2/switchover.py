@@ -7,10 +7,14 @@ primary shuts down cleanly, the new one replays its shutdown checkpoint). Shared
 arguments, the pre-checks that need no host, the new roles, the inventory change to print and
 the report.
 
+Arguments (`RUNBOOK`, read by day2/kit.py): `new_primary`, the replica that becomes the primary
+(its group takes part, the other hosts of the inventory do not); `max_lag`, seconds.
+
 Pre-checks, before any host is changed: the inventory matches the live topology (roles/topology),
 `new_primary` names a replica of the group's primary, every host of the group answers and is
-converged in this run (no --limit that leaves one out), and the new primary replicates from the
-primary and is at most `max_lag` seconds behind (each engine's live checks).
+converged in this run (no --limit that leaves one out, checked whichever hosts take part), and the
+new primary replicates from the primary and is at most `max_lag` seconds behind (each engine's
+live checks).
 
 The report: how long writes were refused (from the old primary refusing writes to the new
 primary taking them, measured on the machine that runs pyinfra) and the inventory change to make.
@@ -22,18 +26,37 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from pyinfra import inventory, logger, state
-from pyinfra.api import BaseStateCallback
-from pyinfra.api.exceptions import PyinfraError
+from pyinfra import logger
 
+from day2 import kit
 from model.hostdata import HostConfig
 from model.problems import Problem, format_problems
 from operations import runtime
 from roles import engine
 
-PARAMETERS = ("new_primary", "max_lag")
 DEFAULT_MAX_LAG = 30  # seconds a candidate may be behind before the switchover refuses
 ENGINES = ("mariadb", "postgresql")
+RUNBOOK = kit.Runbook(
+    "runbooks/switchover.py",
+    "the switchover",
+    (
+        kit.Parameter(
+            "new_primary",
+            "the replica that becomes the primary of its group",
+            required=True,
+            example="HOST",
+            host=True,
+        ),
+        kit.Parameter(
+            "max_lag",
+            f"seconds the new primary may be behind, default {DEFAULT_MAX_LAG}",
+            default=DEFAULT_MAX_LAG,
+            parse=kit.whole_seconds,
+            example="30",
+        ),
+    ),
+    acts_on="new_primary",
+)
 
 
 def parse_max_lag(value: object) -> int:
@@ -41,10 +64,11 @@ def parse_max_lag(value: object) -> int:
     it, on anything but a whole number of seconds."""
     if value is None or value == "":
         return DEFAULT_MAX_LAG
-    if str(value).isdigit():
-        return int(str(value))
-    problem = Problem(None, "max_lag", value, "not a whole number of seconds", "e.g. --data max_lag=30")
-    raise PyinfraError("\n" + format_problems([problem], what="before the switchover"))
+    try:
+        return kit.whole_seconds(value)
+    except ValueError as exc:
+        problem = Problem(None, "max_lag", value, str(exc), "e.g. --data max_lag=30")
+        raise runtime.Refused("\n" + format_problems([problem], what="before the switchover")) from None
 
 
 def new_roles(group: engine.Group, new_primary: str) -> dict[str, HostConfig]:
@@ -103,18 +127,8 @@ def plan_problems(
                 new_primary, "role", candidate.role, "the new primary must be a replica of the primary", ""
             )
         )
-    missing = sorted(set(names) - active)
-    if missing:
-        problems.append(
-            Problem(
-                None,
-                "--limit",
-                sorted(active),
-                f"leaves out {', '.join(missing)} of the replication group",
-                "run without --limit, or limit to the whole group",
-            )
-        )
-    return problems
+    fix = "run without --limit, or limit to the whole group"
+    return problems + kit.left_out(names, active, f"of {new_primary}'s replication group", fix)
 
 
 def lag_problem(new_primary: str, lag: object, max_lag: int) -> list[Problem]:
@@ -136,30 +150,23 @@ def lag_problem(new_primary: str, lag: object, max_lag: int) -> list[Problem]:
     ]
 
 
-class Report(BaseStateCallback):
-    """Times the switchover from the machine that runs pyinfra and prints the report at its end."""
+class Report(kit.Report):
+    """Times the switchover from the machine that runs pyinfra (steps "stop": the old primary
+    stops taking writes, "promote": the new one takes them, "last") and prints the report."""
 
-    def __init__(
-        self,
-        stop_hash: str,
-        promote_hash: str,
-        last_hash: str,
-        group: engine.Group,
-        new_primary: str,
-        refusing: str,
-    ) -> None:
-        self.stop_hash, self.promote_hash, self.last_hash = stop_hash, promote_hash, last_hash
+    def __init__(self, steps: dict, group: engine.Group, new_primary: str, refusing: str) -> None:
+        super().__init__(steps)
         self.group, self.new_primary, self.refusing = group, new_primary, refusing
         self.times: dict[str, float] = {}
 
-    def operation_start(self, state, op_hash) -> None:  # noqa: ANN001 - pyinfra's callback signature
-        if op_hash == self.stop_hash:
+    def step_started(self, state_: object, step: str) -> None:
+        if step == "stop":
             self.times["writes stopped"] = time.monotonic()
 
-    def operation_end(self, state, op_hash) -> None:  # noqa: ANN001 - pyinfra's callback signature
-        if op_hash == self.promote_hash:
+    def step_ended(self, state_: object, step: str) -> None:
+        if step == "promote":
             self.times["writes taken"] = time.monotonic()
-        if op_hash == self.last_hash and len(self.times) == 2:
+        if step == "last" and len(self.times) == 2:
             refused = self.times["writes taken"] - self.times["writes stopped"]
             old = self.group.primary.name if self.group.primary else "?"
             lines = [
@@ -180,22 +187,11 @@ def checked(
     live_problems: Callable[[], list[Problem]],
 ) -> None:
     """Stop the run, before any change, when a plan or live pre-check fails (computed once per
-    run for the group; `live_problems` reads the hosts)."""
+    run for the group, from whichever host's deploy gets here first; `live_problems` reads the
+    hosts)."""
 
     def compute() -> list[Problem]:
-        active = {h.name for h in inventory.get_active_hosts()}
-        return plan_problems(cfg, group, new_primary, active) or live_problems()
+        return plan_problems(cfg, group, new_primary, kit.active()) or live_problems()
 
     problems = runtime.once_per_run(f"switchover {cfg.engine} {cfg.cluster}", compute)
-    if problems:
-        raise PyinfraError("\n" + format_problems(problems, what="before the switchover"))
-
-
-def report_once(report: Report) -> None:
-    key = (id(state), "switchover report")
-    if key not in _reported:
-        _reported.add(key)
-        state.add_callback_handler(report)
-
-
-_reported: set[tuple[int, str]] = set()
+    kit.refuse(problems, RUNBOOK.what)

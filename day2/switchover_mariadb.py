@@ -6,7 +6,9 @@
 4. the old primary and the other replicas follow it (``follow``);
 5. every host's role file (91-dbzfs-role.cnf) is rewritten for its new role, so that a restart
    keeps the new roles and a converge with the updated inventory changes nothing;
-6. every follower is checked to replicate (``mariadb.replica``, which never re-seeds).
+6. every follower is checked to replicate (``mariadb_topology.replicates_from``: a check, which
+   neither seeds nor re-points, and under --dry plans the check rather than judging facts read
+   before the re-pointing).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from pyinfra import inventory
 from pyinfra.api.operation import OperationMeta
 
-from day2 import switchover
+from day2 import kit, switchover
 from facts.mariadb import MariadbReplicaStatus
 from model import secrets
 from model.hostdata import HostConfig
@@ -92,9 +94,8 @@ def steps(cfg: HostConfig, group: engine.Group, new_primary: str) -> None:
         port=render.MARIADB_PORT,
     )
     last = follow_new_primary(cfg, group, new_primary)
-    switchover.report_once(
-        switchover.Report(stop._hash, promote._hash, last._hash, group, new_primary, refusing="read-only")
-    )
+    steps = {"stop": stop, "promote": promote, "last": last}
+    kit.report_once("switchover report", switchover.Report(steps, group, new_primary, refusing="read-only"))
 
 
 def follow_new_primary(cfg: HostConfig, group: engine.Group, new_primary: str) -> OperationMeta:
@@ -139,6 +140,14 @@ def follow_new_primary(cfg: HostConfig, group: engine.Group, new_primary: str) -
         **to_new,
     )
     mariadb.role_config(switchover.new_roles(group, new_primary)[cfg.name])
+    # A check that never seeds: under --dry the facts predate the re-pointing above
+    # (mariadb_topology.replicates_from; the converge's mariadb.replica would plan a dump-seed of
+    # the old primary, or refuse one that holds a database the inventory does not declare).
     return engine.step(
-        not is_new, "the new primary", mariadb_ops.replica, name=f"Replicates from {new_primary}", **to_new
+        not is_new,
+        "the new primary",
+        mariadb_topology.replicates_from,
+        name=f"Replicates from {new_primary}",
+        primary_address=new.replication_address,
+        port=render.MARIADB_PORT,
     )

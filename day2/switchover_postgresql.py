@@ -18,7 +18,7 @@ from __future__ import annotations
 from pyinfra import inventory
 from pyinfra.api.operation import OperationMeta
 
-from day2 import switchover
+from day2 import kit, switchover
 from facts.postgresql import PostgresqlLiveRole, PostgresqlStandbys
 from model.hostdata import HostConfig
 from model.problems import Problem
@@ -122,9 +122,8 @@ def steps(cfg: HostConfig, group: engine.Group, new_primary: str) -> None:
     last = follow_new_primary(
         cfg, group, new_primary, stale_slots=[pg.slot_name(m.name) for m in group.members]
     )
-    switchover.report_once(
-        switchover.Report(stop._hash, promote._hash, last._hash, group, new_primary, refusing="shut down")
-    )
+    steps = {"stop": stop, "promote": promote, "last": last}
+    kit.report_once("switchover report", switchover.Report(steps, group, new_primary, refusing="shut down"))
 
 
 def follow_new_primary(

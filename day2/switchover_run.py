@@ -4,35 +4,34 @@ on day2/switchover.py."""
 
 from __future__ import annotations
 
-from pyinfra import host, inventory
-from pyinfra.api.exceptions import PyinfraError
+from pyinfra import inventory
 
-from day2 import switchover, switchover_mariadb, switchover_postgresql
+from day2 import kit, switchover, switchover_mariadb, switchover_postgresql
 from model.hostdata import HostConfig
-from model.problems import Problem, format_problems
+from model.problems import Problem
 from roles import engine, snapshots
 
 
-def run() -> None:
+def run(args: dict) -> None:
     """The switchover's steps for this host (every host of the group passes every step; hosts of
-    other groups take no part)."""
+    other groups take no part). The pre-checks run first, whichever host's deploy gets there:
+    a --limit that leaves the group out is refused, not a run that plans nothing.
+    `args`: kit.start(switchover.RUNBOOK)."""
     cfg = engine.host_config()
-    new_primary = host.data.get("new_primary")
+    new_primary = args.get("new_primary")
     configs = {h.name: HostConfig.from_data(h.name, h.data) for h in inventory}
     if new_primary not in configs:
         problem = Problem(None, "new_primary", new_primary, "not a host of the inventory", "")
         if not new_primary:
             problem = Problem(None, "new_primary", None, "missing", "run with --data new_primary=HOST")
-        raise PyinfraError("\n" + format_problems([problem], what="before the switchover"))
+        kit.refuse([problem], switchover.RUNBOOK.what)
     target = configs[new_primary]
+    target_group = engine.group(target)
+    max_lag = switchover.parse_max_lag(args.get("max_lag"))
+    procedure = {"mariadb": switchover_mariadb, "postgresql": switchover_postgresql}.get(target.engine)
+    live = list if procedure is None else lambda: procedure.live_problems(target_group, new_primary, max_lag)
+    switchover.checked(target, target_group, new_primary, live)
     if (cfg.engine, cfg.cluster) != (target.engine, target.cluster):
         return
-    group = engine.group(cfg)
-    max_lag = switchover.parse_max_lag(host.data.get("max_lag"))
-    procedure = {"mariadb": switchover_mariadb, "postgresql": switchover_postgresql}.get(cfg.engine)
-    if procedure is None:
-        switchover.checked(cfg, group, new_primary, list)
-        return
-    switchover.checked(cfg, group, new_primary, lambda: procedure.live_problems(group, new_primary, max_lag))
-    procedure.steps(cfg, group, new_primary)
+    procedure.steps(cfg, engine.group(cfg), new_primary)
     snapshots.follow_role(cfg)

@@ -34,14 +34,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from model import sizing
+from model import keys, sizing
 from model.hostdata import HostConfig
 from model.sizing import GIB, KIB, MIB
 
 if TYPE_CHECKING:
     from model.problems import Problem
 
-ENGINES = ("mariadb", "postgresql")
+ENGINES = keys.choices("engine")  # "mariadb", "postgresql"
 VERSIONS = {"mariadb": "10.11", "postgresql": "15"}
 LABELS = {"mariadb": "MariaDB 10.11", "postgresql": "PostgreSQL 15"}
 NAMES_FROM = {"mariadb": "`mariadbd --verbose --help`", "postgresql": "pg_settings"}

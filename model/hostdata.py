@@ -1,19 +1,18 @@
-"""A host's deploy settings, read from its pyinfra host data (group_data/all.py holds the defaults).
+"""A host's deploy settings, read from its pyinfra host data (the keys and their defaults: model/keys.py,
+which group_data/all.py hands pyinfra).
 
 `HostConfig.from_data(name, data)` takes any mapping (pyinfra's `host.data` or a plain dict) and
-does no checking: validation checks the same data first and names every problem.
+does no checking: validation checks the same data first and names every problem. A key the data
+lacks (or holds as None) gets its default from model/keys.py: no default is written here.
 """
 
 from __future__ import annotations
 
-import copy
-import runpy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from model import sizing, zfs_properties
+from model import keys, sizing, zfs_properties
 
 BY_ID = "/dev/disk/by-id/"
 
@@ -26,10 +25,9 @@ def parse_size(value: object) -> int:
     return size
 
 
-DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "group_data" / "all.py"
-# The defaults, from their one place: pyinfra merges them into host.data already; a plain mapping
-# (tests, offline tools) that lacks a key gets the same value here.
-DEFAULTS = {k: v for k, v in runpy.run_path(str(DEFAULTS_FILE)).items() if not k.startswith("_")}
+# The defaults, from their one place (model/keys.py): pyinfra merges them into host.data already
+# (group_data/all.py); a plain mapping (tests, offline tools) that lacks a key gets the same value.
+DEFAULTS = keys.defaults()
 ZFS_RECORDSIZE = "128k"  # what ZFS itself uses for a dataset that sets none
 
 
@@ -38,7 +36,7 @@ ZFS_RECORDSIZE = "128k"  # what ZFS itself uses for a dataset that sets none
 def _get(data: Mapping, key: str) -> Any:  # noqa: ANN401 - heterogeneous, unchecked host data
     # pyinfra's HostData has .get; plain dicts too.
     value = data.get(key)
-    return copy.deepcopy(DEFAULTS.get(key)) if value is None else value
+    return keys.default(key) if value is None else value
 
 
 @dataclass(frozen=True)
@@ -99,6 +97,8 @@ class MonitoringSpec:
 
 @dataclass(frozen=True)
 class HostConfig:
+    """Made by from_data, which gives every field (the defaults: model/keys.py)."""
+
     name: str
     engine: str | None
     role: str | None
@@ -108,39 +108,39 @@ class HostConfig:
     replication_address: str | None
     hardware: Mapping | None
     workload: str
-    drives: list = field(default_factory=list)
-    drive_pattern: str | None = None
-    drive_count: int | None = None
-    wipe_drives: list = field(default_factory=list)
-    pool: PoolSpec | None = None
-    capacity_threshold: int = 80
-    roll_primary: str = "switchover"  # `./dbzfs roll`: "switchover" or "in_place"
-    zed_email: str = ""  # ZED's notices by mail; "" sends none
-    snapshot_on: str = "replica"  # which hosts take the engine's snapshots (roles/snapshots.py)
-    snapshot_retention: dict = field(default_factory=dict)  # this engine's: kind -> count
-    backup_pull_minutes: int = 15  # a backup host: minutes between two pulls (roles/backup.py)
-    backup_retention: dict = field(default_factory=dict)  # a backup host's: engine -> kind -> count
-    backup_max_age_hours: int = 2
-    pitr_archive_timeout: int = 60  # PostgreSQL's archive_timeout, seconds (roles/pgbackrest.py)
-    pgbackrest_retention_full: int = 2  # a backup host's: full backups kept per stanza
-    pgbackrest_repository_snapshots: dict = field(default_factory=dict)  # a backup host's: kind -> count
-    pgbackrest_full_calendar: str = "Sun *-*-* 01:00"  # systemd OnCalendar of the full backups
-    pgbackrest_incr_calendar: str = "Mon..Sat *-*-* 01:00"  # and of the incremental ones
-    pgbackrest_backup_max_age_hours: int = 26  # a backup host's: the newest backup's age alerted
-    compression: str = "lz4"
-    datasets: dict = field(default_factory=dict)  # relative name -> properties, parent first
+    drives: list
+    drive_pattern: str | None
+    drive_count: int | None
+    wipe_drives: list
+    pool: PoolSpec
+    capacity_threshold: int
+    roll_primary: str  # `./dbzfs roll`: "switchover" or "in_place"
+    zed_email: str  # ZED's notices by mail; "" sends none
+    snapshot_on: str  # which hosts take the engine's snapshots (roles/snapshots.py)
+    snapshot_retention: dict  # this engine's: kind -> count
+    backup_pull_minutes: int  # a backup host: minutes between two pulls (roles/backup.py)
+    backup_retention: dict  # a backup host's: engine -> kind -> count
+    backup_max_age_hours: int
+    pitr_archive_timeout: int  # PostgreSQL's archive_timeout, seconds (roles/pgbackrest.py)
+    pgbackrest_retention_full: int  # a backup host's: full backups kept per stanza
+    pgbackrest_repository_snapshots: dict  # a backup host's: kind -> count
+    pgbackrest_full_calendar: str  # systemd OnCalendar of the full backups
+    pgbackrest_incr_calendar: str  # and of the incremental ones
+    pgbackrest_backup_max_age_hours: int  # a backup host's: the newest backup's age alerted
+    compression: str
+    datasets: dict  # relative name -> properties, parent first
     # What the engine keeps where, by name (zfs_dataset_roles): "parent", "data", "log".
-    dataset_roles: dict = field(default_factory=dict)
-    module_params: dict = field(default_factory=dict)
-    db_settings: dict = field(default_factory=dict)
-    max_connections: int | None = None
-    client_networks: list = field(default_factory=list)
-    databases: list = field(default_factory=list)
-    db_users: list = field(default_factory=list)
-    monitoring: MonitoringSpec | None = None
-    prometheus_server: bool = False  # in the inventory's `monitoring` group
-    zfs_install: str = "dkms"
-    module_repository: Mapping | None = None  # zfs_module_repository: url, suite, key_file
+    dataset_roles: dict
+    module_params: dict
+    db_settings: dict
+    max_connections: int | None
+    client_networks: list
+    databases: list
+    db_users: list
+    monitoring: MonitoringSpec
+    prometheus_server: bool  # in the inventory's `monitoring` group
+    zfs_install: str
+    module_repository: Mapping | None  # zfs_module_repository: url, suite, key_file
 
     @classmethod
     def from_data(cls, name: str, data: Mapping[str, Any]) -> HostConfig:

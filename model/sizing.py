@@ -15,12 +15,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from model import keys
+
 KIB = 1024
 MIB = 1024**2
 GIB = 1024**3
 
-ENGINES = ("mariadb", "postgresql")
-WORKLOADS = ("oltp", "analytics")
+ENGINES = keys.choices("engine")  # "mariadb", "postgresql"
+WORKLOADS = keys.choices("workload")  # "oltp", "analytics"
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,87 @@ READ_ONLY_PROPERTIES = frozenset(
     }
 )
 
+# --- What host data may declare (validation: roles/zfs_checks.py) ----------------------------
+
+# The dataset properties zfs_datasets and zfs_dataset_properties may set.
+DATASET_PROPERTIES = frozenset(
+    {
+        "mountpoint",
+        "atime",
+        "relatime",
+        "xattr",
+        "dnodesize",
+        "acltype",
+        "recordsize",
+        "primarycache",
+        "secondarycache",
+        "logbias",
+        "redundant_metadata",
+        "compression",
+        "sync",
+        "checksum",
+        "copies",
+        "quota",
+        "refquota",
+        "reservation",
+        "refreservation",
+        "snapdir",
+        "special_small_blocks",
+        "canmount",
+        "exec",
+        "setuid",
+        "devices",
+    }
+)
+ON_OFF = ("on", "off")
+# The values of those that take a fixed set (the size ones, mountpoint and compression are
+# checked on their own).
+CHOICES = {
+    **{prop: ON_OFF for prop in sorted(ON_OFF_PROPERTIES & DATASET_PROPERTIES)},
+    "xattr": ("on", "off", "sa", "dir"),
+    "dnodesize": ("legacy", "auto", "1k", "2k", "4k", "8k", "16k"),
+    "acltype": ("off", "noacl", "posixacl", "posix", "nfsv4"),
+    "primarycache": ("all", "metadata", "none"),
+    "secondarycache": ("all", "metadata", "none"),
+    "logbias": ("latency", "throughput"),
+    "redundant_metadata": ("all", "most", "some", "none"),
+    "sync": ("standard", "always", "disabled"),
+    "canmount": ("on", "off", "noauto"),
+    "checksum": (
+        "on",
+        "off",
+        "fletcher2",
+        "fletcher4",
+        "sha256",
+        "noparity",
+        "sha512",
+        "skein",
+        "edonr",
+        "blake3",
+    ),
+    "snapdir": ("hidden", "visible"),
+    "copies": ("1", "2", "3"),
+}
+COMPRESSION_RE = re.compile(
+    r"^(on|off|lz4|lzjb|gzip(-[1-9])?|zle|zstd(-([1-9]|1[0-9]))?"
+    r"|zstd-fast(-([1-9]|[1-9][0-9]|[1-9]00|1000))?)$"
+)
+# A size as `zfs set` takes it, zfs_nicestrtonum (libzfs): digits, an optional fraction, then B or
+# one of KMGTPEZ followed by nothing, B or iB (any case). No space between number and unit.
+ZFS_SIZE_RE = re.compile(r"^(\d+(\.\d*)?|\.\d+)(B|[KMGTPEZ](i?B)?)?$", re.IGNORECASE)
+# A dataset's name relative to the pool: components of letters, digits, _ . : - (zfs(8)).
+DATASET_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+(/[A-Za-z0-9_.:-]+)*$")
+# Mountpoints go into systemd units, my.cnf and postgresql.conf unquoted: absolute, no spaces,
+# no empty, "." or ".." components, no trailing slash.
+MOUNTPOINT_RE = re.compile(r"^(/[A-Za-z0-9_.@+:-]+)+$")
+# zpool-create(8): a letter first, then letters, digits, _ - : . (we leave out the space, which
+# the scrub timer's unit name cannot hold). The names mirror, raidz, draid, spare and log are
+# reserved, as are names beginning with mirror, raidz, draid and spare; names beginning with the
+# other vdev keywords (log, cache, special, dedup) or with c[0-9] (a Solaris disk name) read as
+# vdevs on a zpool command line and are refused too.
+POOL_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
+POOL_RESERVED_PREFIXES = ("mirror", "raidz", "draid", "spare", "log", "cache", "special", "dedup")
+
 # A property's value as the data declares it ("16k", 16384, True) or as ZFS reports it (text).
 PropertyValue = str | int | bool
 
@@ -155,6 +236,14 @@ def parse_size(value: object) -> int | None:
         return None
     number, suffix = match.groups()
     return int(float(number) * (1 << _SIZE_SHIFT[suffix.lower()]))
+
+
+def settable_size(value: object) -> bool:
+    """A byte count as `zfs set` takes it (and parse_size reads it): an integer >= 0, or text
+    ZFS_SIZE_RE matches."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value >= 0
+    return isinstance(value, str) and bool(ZFS_SIZE_RE.match(value)) and parse_size(value) is not None
 
 
 def _on_off(value: PropertyValue) -> str:

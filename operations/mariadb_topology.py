@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from pyinfra import host
+from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, HiddenValue, OperationError, StringCommand, operation
 
 from facts.mariadb import MariadbReplicaStatus, MariadbVariables
@@ -19,6 +19,7 @@ from operations.mariadb import (
     SECRET_DIR,
     change_master_sql,
     option_value,
+    replica_problems,
     run_secret_sql,
     run_sql,
     secret_file,
@@ -156,3 +157,34 @@ def take_over(timeout: int = 60) -> Generator[StringCommand, None, None]:
         _shell_executable="bash",
     )
     yield run_sql("STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF")
+
+
+@operation()
+def replicates_from(primary_address: str, port: int = 3306) -> Generator[StringCommand, None, None]:
+    """
+    Fail unless this server replicates from `primary_address` with GTID, both threads running (an
+    IO thread still connecting is a warning): the check after a runbook re-pointed or started
+    it. Never seeds and never re-points (``mariadb.replica``, the converge's, seeds a server that
+    replicates from nobody). Under --dry the facts were read before the runbook's earlier steps
+    re-point the server, so nothing is judged from them: the check is planned, as a no-op.
+
+    + primary_address, port: the primary it must replicate from
+    """
+    if not state.is_executing:
+        host.noop(f"checked, once re-pointed, to replicate from {primary_address}")
+        return
+    status = host.get_fact(MariadbReplicaStatus)
+    if status is None:
+        raise OperationError(f"{host.name}: MariaDB does not answer; it does not replicate")
+    if not status:
+        raise OperationError(f"{host.name}: replicates from nobody, not from {primary_address}")
+    errors, warnings = replica_problems(status, primary_address, port)
+    for warning in warnings:
+        logger.warning(f"{host.print_prefix}{warning}")
+    if errors:
+        raise OperationError(
+            f"{host.name}: does not replicate from {primary_address}:\n  - " + "\n  - ".join(errors)
+        )
+    host.noop(f"replicates from {primary_address}, {status.get('Seconds_Behind_Master')} s behind")
+    return
+    yield  # a generator, as every operation

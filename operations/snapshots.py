@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import re
+import shlex
+from collections.abc import Generator, Iterable, Sequence
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
@@ -24,12 +26,65 @@ def first_run(unit: str, marker: str, succeeded: str = SUCCEEDED) -> Generator[S
 
     + unit: the oneshot service (dbzfs-snapshot.service)
     + marker: the metrics file each run of it writes
-    + succeeded: the line of it a successful run writes (the backup pull's has its own)
+    + succeeded: the line of it a successful run writes (pgBackRest's metrics have their own)
     """
     if succeeded in (host.get_fact(FileContents, path=marker) or []):
         host.noop(f"{unit} has run on this host ({marker})")
         return
     yield from _started(unit)
+
+
+COPIES_METRIC = re.compile(r'^dbzfs_backup_copies\{source="([^"]*)",dataset="([^"]*)"\} (\d+)$')
+
+
+def copies_held(lines: Iterable[str]) -> dict[tuple[str, str], int]:
+    """(source host, dataset role) -> copies the backup host holds, from the metrics file of the
+    pull's last run (host_scripts/backup_pull.py); a dataset it skipped (no snapshot) has none."""
+    held = {}
+    for line in lines:
+        match = COPIES_METRIC.match(line.strip())
+        if match:
+            held[(match.group(1), match.group(2))] = int(match.group(3))
+    return held
+
+
+@operation()
+def first_pull(
+    unit: str, marker: str, succeeded: str, expected: Sequence[tuple[str, str]] = ()
+) -> Generator[StringCommand, None, None]:
+    """
+    The backup host's pull at the converge, after the database hosts' first snapshots (the deploy
+    orders it after them): what they hold is copied now, not at the timer's next run. Nothing
+    once the pull's last run succeeded (`marker`, the metrics file each run writes) and holds a
+    copy of every dataset in `expected`. A run that found nothing to pull does not count (a run
+    before the sources took their first snapshots: issue 45), and a database host that joins the
+    fleet gets its first copies at the converge that adds it. A run in progress (the timer's) is
+    waited for first: it may have listed the sources before their snapshots, and a start while it
+    runs would only wait for it. After the run, every dataset in `expected` must have copies.
+
+    + unit: the oneshot service (dbzfs-backup-pull.service)
+    + marker: the metrics file each run writes
+    + succeeded: the line of it a run that pulled every source writes
+    + expected: (source host, dataset role) pairs the backup host must hold copies of: the data
+      and log datasets of each database host that takes snapshots in its declared role
+    """
+    lines = host.get_fact(FileContents, path=marker) or []
+    held = copies_held(lines)
+    if succeeded in lines and all(held.get(pair) for pair in expected):
+        host.noop(f"{unit}'s last run succeeded with copies of {len(expected)} dataset(s) ({marker})")
+        return
+    state = f"systemctl show -p ActiveState --value {shlex.quote(unit)}"
+    yield StringCommand(f'while [ "$({state})" = activating ]; do sleep 2; done;', *_started(unit))
+    for source, role in expected:
+        line = f'dbzfs_backup_copies{{source="{source}",dataset="{role}"}} [1-9]'
+        yield StringCommand(
+            "grep -q --",
+            QuoteString(f"^{line}"),
+            QuoteString(marker),
+            "|| { echo",
+            QuoteString(f"{unit} ran, and {marker} shows no copy of the {role} dataset of {source}"),
+            ">&2; exit 1; }",
+        )
 
 
 @operation(is_idempotent=False)

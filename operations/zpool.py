@@ -12,7 +12,7 @@ from collections.abc import Generator, Iterable, Iterator, Mapping
 from pyinfra import host, logger
 from pyinfra.api import OperationError, OperationValueError, QuoteString, StringCommand, operation
 
-from facts.drives import BY_ID, DriveState
+from facts.drives import BY_ID, BlockDevices, DriveState
 from facts.zfs import SECTIONS, ZpoolProperties, ZpoolTopology
 from model.zfs_properties import READ_ONLY_PROPERTIES, PropertyValue, format_value, same_value
 
@@ -421,14 +421,61 @@ def shape_differences(
     return differences, [drive for drive in waiting if drive not in members]
 
 
+def unnamed_members(topology: dict, named: Iterable[str]) -> tuple[list[str], list[str], dict[str, str]]:
+    """(the pool's drives that are there but not in `named`, the ones that are gone, the block
+    device of each drive that is there, `named` included). A drive the inventory does not name is
+    not a missing drive: a replacement of another model, or one ZED's autoreplace took in under
+    another of its /dev/disk/by-id names, is in the pool and working."""
+    named = list(named)
+    others = [disk for disk in pool_members(topology) if disk not in set(named)]
+    devices = host.get_fact(BlockDevices, paths=[*others, *named]) if others else {}
+    return [d for d in others if d in devices], [d for d in others if d not in devices], devices
+
+
+INVENTORY_NAMES_THEM = (
+    "change the host's inventory so that it names the pool's drives: widen drive_pattern to match "
+    "{drives} too, or list the pool's drives in `drives` (zpool status -P {pool}) instead of "
+    "drive_pattern and drive_count"
+)
+
+
+def replace_runbook(name: str) -> str:
+    return f"pyinfra INVENTORY runbooks/replace_drive.py --data host={name} --data old=OLD --data new=NEW"
+
+
 def waiting_warning(pool_name: str, topology: dict, waiting: list[str], given: list[str]) -> str:
-    gone = [disk for disk in pool_members(topology) if disk not in set(given)]
-    return (
-        f"{host.print_prefix}pool {pool_name} does not hold {', '.join(waiting)}, which the "
-        f"host's drive_pattern matches; the pool's drives not found: {', '.join(gone) or 'none'}. "
-        "The pool is left as it is; to put the new drive in: pyinfra INVENTORY "
-        f"runbooks/replace_drive.py --data on={host.name} --data old=OLD --data new=NEW"
-    )
+    unnamed, gone, devices = unnamed_members(topology, given)
+    # The same drive under two names: the pool's (ZED took it in by one of its links) and the one
+    # drive_pattern matches.
+    aliases = {d: w for d in unnamed for w in waiting if devices.get(w) == devices[d]}
+    others = [d for d in unnamed if d not in aliases]
+    still_waiting = [w for w in waiting if w not in aliases.values()]
+    parts = [
+        f"{w}, which the host's drive_pattern matches, is in pool {pool_name} as {d} (the same "
+        f"drive, {devices[d]})"
+        for d, w in aliases.items()
+    ]
+    if others:
+        parts.append(
+            f"pool {pool_name} holds drive(s) the inventory does not name: "
+            + ", ".join(f"{d} ({devices[d]})" for d in others)
+        )
+    if still_waiting:
+        parts.append(
+            f"pool {pool_name} does not hold {', '.join(still_waiting)}, which the host's "
+            f"drive_pattern matches; the pool's drives not found: {', '.join(gone) or 'none'}"
+        )
+    advice = []
+    if aliases and not others:
+        advice.append(
+            "nothing needs replacing; to name the drives as the pool does, list them in `drives` "
+            f"(zpool status -P {pool_name})"
+        )
+    if others:
+        advice.append(INVENTORY_NAMES_THEM.format(drives=", ".join(others), pool=pool_name))
+    if still_waiting and (gone or not others):
+        advice.append(f"to put the new drive in: {replace_runbook(host.name)}")
+    return f"{host.print_prefix}" + "; ".join(parts) + ". The pool is left as it is; " + "; ".join(advice)
 
 
 def health_problems(topology: dict) -> list[str]:

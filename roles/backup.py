@@ -1,4 +1,4 @@
-"""The backup role: off-host copies of the database hosts' snapshots (group_data/all.py, Backups).
+"""The backup role: off-host copies of the database hosts' snapshots (docs/keys.md, Backups).
 
 A backup host (an inventory host with role = "backup": no engine, its own drives and pool) pulls
 with syncoid (Debian's sanoid package): raw sends of the snapshots the database hosts took
@@ -227,27 +227,54 @@ def storage() -> None:
     monitoring.running(cfg)
 
 
+def takers(hosts: Sequence[HostConfig]) -> list[HostConfig]:
+    """The database hosts that take snapshots in their declared role (roles/snapshots.py), whose
+    copies the backup host must hold."""
+    databases = database_hosts(hosts)
+    return [
+        h
+        for h in databases
+        if snapshots.takes_snapshots(
+            h, [m for m in databases if (m.engine, m.cluster) == (h.engine, h.cluster)]
+        )
+    ]
+
+
+def expected_copies(hosts: Sequence[HostConfig]) -> list[tuple[str, str]]:
+    """(source host, dataset role) of every copy the first pull must leave on the backup host."""
+    return [(h.name, role) for h in takers(hosts) for role in ("data", "log")]
+
+
 @deploy("Backup pulls")
 def schedule() -> None:
     """Last in deploy.py, on every host of an inventory with a backup host: the first pull is one
     operation of every host (a no-op on the database hosts: engine.step), so that it runs after
     their access and their first snapshots (pyinfra orders one host's operations, and orders
-    hosts only at the operations they share)."""
-    if not backup_hosts(configs()):
+    hosts only at the operations they share). The pull timer starts after it: started before
+    (as it was), it pulled at once, before the database hosts had taken a snapshot, and the
+    converge's pull took that empty run for its own (issue 45: a fleet converged with its backup
+    host in one run ended with no copy)."""
+    hosts = configs()
+    if not backup_hosts(hosts):
         return
     is_backup = engine.host_config().is_backup_host
     if is_backup:
         units.current(
-            name=f"{TIMER} and sanoid.timer running, enabled",
-            units={TIMER: [], "sanoid.timer": []},
-            loaded=[UNIT, "sanoid.service"],
+            name=f"{UNIT} and {TIMER} loaded, sanoid.timer running, enabled",
+            units={"sanoid.timer": []},
+            loaded=[UNIT, TIMER, "sanoid.service"],
         )
     engine.step(
         is_backup,
         "not a backup host",
-        snapshot_ops.first_run,
+        snapshot_ops.first_pull,
         name="The first pull",
         unit=UNIT,
         marker=METRICS,
         succeeded=SUCCEEDED,
+        expected=expected_copies(hosts) if is_backup else [],
     )
+    if is_backup:
+        units.current(
+            name=f"{TIMER} running, enabled (after the first pull)", units={TIMER: []}, loaded=[UNIT]
+        )

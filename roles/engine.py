@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from pyinfra import host, inventory, state
 from pyinfra.api import HiddenValue
-from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
@@ -26,7 +25,7 @@ from facts.hardware import HostHardware
 from model import secrets
 from model.hostdata import HostConfig
 from model.sizing import Sizing
-from operations import common, packages as packages_ops
+from operations import common, packages as packages_ops, runtime
 from roles import render
 from roles.zfs_packages import missing as missing_packages
 
@@ -46,7 +45,7 @@ def sized_for_this_host(cfg: HostConfig) -> Sizing:
     hw = _hardware[key]
     problems = db_settings.memory_problems(cfg, hw["ram_bytes"], hw["cpus"])
     if problems:
-        raise PyinfraError(
+        raise runtime.Refused(
             "\n".join(f"{p} (live RAM and CPUs of the host); nothing was changed" for p in problems)
         )
     return cfg.sizing(ram_bytes=hw["ram_bytes"], cpus=hw["cpus"])
@@ -85,7 +84,7 @@ class Group:
         reports that first)."""
         primary = self.primary
         if primary is None or primary is self.me:
-            raise PyinfraError(f"{self.me.name}: primary {self.me.primary!r} is not in the inventory")
+            raise runtime.Refused(f"{self.me.name}: primary {self.me.primary!r} is not in the inventory")
         return primary
 
 
@@ -104,10 +103,10 @@ def secret(key: str) -> HiddenValue:
     try:
         loaded = secrets.load()
     except secrets.SecretsError as exc:
-        raise PyinfraError(f"{host.name}: {exc}") from None
+        raise runtime.Refused(f"{host.name}: {exc}") from None
     value = loaded.get(key)
     if not value:
-        raise PyinfraError(
+        raise runtime.Refused(
             f"{host.name}: secret {key!r} is missing (looked in: {loaded.source}); "
             f"export {secrets.env_name(key)} or add it to the secrets file"
         )

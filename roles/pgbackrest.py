@@ -1,5 +1,5 @@
 """PostgreSQL's WAL archive and base backups with pgBackRest (Debian's package), in a repository on
-the backup host: point-in-time recovery (group_data/all.py, Point-in-time recovery).
+the backup host: point-in-time recovery (docs/keys.md, Point-in-time recovery).
 
 With a backup host in the inventory (roles/backup.py), every PostgreSQL host archives its WAL
 (archive_mode on, archive_command `pgbackrest archive-push`; a standby archives once promoted) to

@@ -1,5 +1,5 @@
 """The snapshots role: consistent ZFS snapshots of the engine's data and log datasets, kept by a
-retention policy per engine (group_data/all.py: snapshot_on, snapshot_retention).
+retention policy per engine (snapshot_on, snapshot_retention: model/keys.py, docs/keys.md).
 
 sanoid (Debian's package) prunes; it takes none itself. Our dbzfs-snapshot.service
 (host_scripts/db_snapshot.py) takes them, named as sanoid names its own, in one atomic
@@ -25,7 +25,6 @@ from operations import common, snapshots as snapshot_ops, units
 from roles import engine, render
 
 KINDS = db_snapshot.TYPES  # sanoid's kinds, in its order: the job parses what the role writes
-SNAPSHOT_ON = ("replica", "primary", "every_host", "none")
 # The oldest a kind's newest snapshot may be on a host that takes them (the checks): its period
 # plus a run of sanoid.timer missed; sanoid's own warning ages where it has them.
 MAX_AGE_SECONDS = {

@@ -11,7 +11,6 @@ A server that does not answer (not installed yet, stopped) has no live role: not
 from __future__ import annotations
 
 from pyinfra import inventory
-from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.host import Host
 
 from facts.mariadb import MariadbLiveRole
@@ -112,7 +111,7 @@ def check(group_of: str | None = None) -> None:
     scope = group_of if group_of in names else None
     found = runtime.once_per_run(f"topology {scope or ''}", lambda: _read_all(scope))
     if found:
-        raise PyinfraError(
+        raise runtime.Refused(
             "\n" + format_problems(found, what="between the inventory and the live replication topology")
         )
 

@@ -15,7 +15,7 @@ from facts.drives import DrivesByPattern
 from facts.zfs import ModuleRepositoryPackages, ZpoolProperties, ZpoolTopology
 from model.hostdata import HostConfig
 from model.zfs_properties import BLOCKS_COMPRESSION
-from operations import accounts, units, zfs as zfs_ops, zpool
+from operations import accounts, runtime, units, zfs as zfs_ops, zpool
 from roles import engine, render, zfs_packages
 from roles.engine import sized_for_this_host
 
@@ -63,17 +63,40 @@ def pool_state(cfg: HostConfig, topology: dict) -> str:
 
 
 def short_of_drives_warning(cfg: HostConfig, topology: dict, found: list[str]) -> str:
+    """What the converge says of a pool whose drives drive_pattern no longer all matches: a drive
+    that is gone (put a new one in, the runbook), or a drive that is there, in the pool, but named
+    by the inventory in no way (a replacement of another model or serial that ZED's autoreplace
+    took into a failed drive's bay: the inventory is what must change)."""
     name = cfg.pool.name
-    present = set(found)
-    missing = [disk for disk in zpool.pool_members(topology) if disk not in present]
+    unnamed, missing, devices = zpool.unnamed_members(topology, found)
     problems = zpool.health_problems(topology)
-    return (
+    text = (
         f"{host.print_prefix}pool {name} is {pool_state(cfg, topology)} and drive_pattern "
         f"{cfg.drive_pattern!r} matches {len(found)} drive(s), drive_count is {cfg.drive_count}; "
-        f"pool drives missing from /dev/disk/by-id: {', '.join(missing) or 'none (check drive_pattern)'}"
-        + (f"; zpool status: {'; '.join(problems)}" if problems else "")
-        + ". The pool is left as it is; put a new drive in and replace the missing one: pyinfra "
-        f"INVENTORY runbooks/replace_drive.py --data on={host.name} --data old=OLD --data new=NEW "
+    )
+    if unnamed:
+        text += (
+            f"the pool holds {len(unnamed)} drive(s) the inventory does not name: "
+            + ", ".join(f"{disk} ({devices[disk]})" for disk in unnamed)
+            + " (there and in the pool, outside drive_pattern: e.g. a replacement drive of another "
+            "model or serial that autoreplace took into a failed drive's bay)"
+        )
+        if missing:
+            text += f"; pool drives missing from /dev/disk/by-id: {', '.join(missing)}"
+    else:
+        text += (
+            f"pool drives missing from /dev/disk/by-id: {', '.join(missing) or 'none (check drive_pattern)'}"
+        )
+    text += (f"; zpool status: {'; '.join(problems)}" if problems else "") + ". The pool is left as it is; "
+    if unnamed:
+        text += "no drive needs replacing for that: " + zpool.INVENTORY_NAMES_THEM.format(
+            drives=", ".join(unnamed), pool=name
+        )
+        if missing:
+            text += f"; and put a new drive in for the missing one: {zpool.replace_runbook(host.name)}"
+        return text + " (README: Replacing a drive)."
+    return (
+        text + f"put a new drive in and replace the missing one: {zpool.replace_runbook(host.name)} "
         "(README: Replacing a drive)."
     )
 
@@ -108,7 +131,7 @@ def install(cfg: HostConfig) -> None:
         else:
             headers = zfs_packages.header_packages(release, installed)
     except zfs_packages.InstallError as e:
-        raise PyinfraError(f"{host.name}: {e}; nothing was changed.") from None
+        raise runtime.Refused(f"{host.name}: {e}; nothing was changed.") from None
     if cfg.zfs_install == "prebuilt":
         repo = cfg.module_repository
         files.put(

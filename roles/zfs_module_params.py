@@ -1,10 +1,18 @@
 """The ZFS kernel module's parameters, as documented in zfs(4) of OpenZFS 2.3.0-2.3.9
-(man/man4/zfs.4: "NAME = default (type)"), for checking zfs_module_params before any host is
-touched. The kernel takes integers only for the numeric ones: no unit suffixes ("4G"), no
-fractions; writing an unknown name to /sys/module/zfs/parameters fails and modprobe ignores it.
+(man/man4/zfs.4: "NAME = default (type)"), and the rules of zfs_module_params (validation runs
+`check` and the nested type check in TYPES before any host is touched). The kernel takes integers
+only for the numeric ones: no unit suffixes ("4G"), no fractions; writing an unknown name to
+/sys/module/zfs/parameters fails and modprobe ignores it. Pure: no pyinfra.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from model.checking import Context, close, is_int, kind_of
+from model.hostdata import HostConfig
+from model.zfs_properties import parse_size
 
 # Numeric parameters the kernel reads as unsigned (uint: 32 bits; u64, ulong: 64 bits).
 UNSIGNED = frozenset(
@@ -157,3 +165,72 @@ def integer_range(name: str) -> tuple[int, int]:
     if name in SIGNED:
         return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     return 0, 2**bits - 1
+
+
+# --- the rules of zfs_module_params (validation/checks.py runs them) ----------------------------
+
+
+def type_zfs_module_params(ctx: Context, name: str, key: str, value: Mapping[Any, Any]) -> bool:
+    good = True
+    for param, setting in value.items():
+        where = f"{key}[{param!r}]"
+        if not isinstance(param, str):
+            ctx.add(name, where, setting, "a parameter name must be a string", 'e.g. "zfs_txg_timeout"')
+            good = False
+        elif not is_int(setting):
+            size = parse_size(setting) if isinstance(setting, str) else None
+            fix = (
+                f"write {size} (bytes)"
+                if size is not None and not str(setting).isdigit()
+                else "an integer in the parameter's unit, e.g. 4294967296 for 4 GiB"
+            )
+            if isinstance(setting, str) and setting.strip().isdigit():
+                fix = f"write it as a number: {int(setting)}"
+            ctx.add(
+                name,
+                where,
+                setting,
+                f"must be an integer, not {kind_of(setting)}: the kernel takes integers "
+                "only (no unit suffixes, no fractions)",
+                fix,
+            )
+            good = False
+    return good
+
+
+TYPES = {"zfs_module_params": type_zfs_module_params}
+
+
+def check(ctx: Context, c: HostConfig) -> None:
+    if not ctx.ok(c, "zfs_module_params"):
+        return
+    known = UNSIGNED | SIGNED
+    for param, value in c.module_params.items():
+        where = f"zfs_module_params[{param!r}]"
+        if param in TEXT:
+            ctx.add(
+                c.name,
+                where,
+                value,
+                "a string parameter of the zfs module; only numeric ones are set here",
+                "remove it",
+            )
+        elif param not in known:
+            hint = close(param, known)
+            ctx.add(
+                c.name,
+                where,
+                value,
+                "not a parameter of the zfs module (zfs(4), OpenZFS 2.3)",
+                f"did you mean one of {hint}?" if hint else "see man 4 zfs for the names",
+            )
+        else:
+            low, high = integer_range(param)
+            if not low <= value <= high:
+                ctx.add(
+                    c.name,
+                    where,
+                    value,
+                    f"out of the parameter's range {low}..{high}",
+                    "see man 4 zfs for its unit and meaning",
+                )

@@ -20,11 +20,16 @@ compiler, headers or backports. A kernel the repository has no module for is ref
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+from model import keys
+from model.checking import Context
+from model.hostdata import HostConfig
 
 SUPPORTED = {"debian": {"12": "bookworm"}}
 ZFS_PACKAGES = ["zfs-dkms", "zfsutils-linux", "zfs-zed"]
 ZFS_TOOLS = ["zfsutils-linux", "zfs-zed"]  # with the prebuilt module: same version as the module
-INSTALLS = ("dkms", "prebuilt")
+INSTALLS = keys.choices("zfs_install")  # "dkms", "prebuilt"
 MODULE_REPOSITORY_KEYRING = "/etc/apt/keyrings/dbzfs-zfs-modules.asc"
 MODULE_REPOSITORY_COMPONENT = "main"
 # linux-image-<flavour>: a metapackage (no version in the name), not a -dbg one
@@ -140,3 +145,77 @@ def prebuilt_packages(
                 "version: module and tools must match (republish with ./dbzfs zfs-repo)"
             )
     return [f"{name}={version}"] + [f"{p}={version}" for p in ZFS_TOOLS]
+
+
+# --- the rules of zfs_install and zfs_module_repository (validation/checks.py runs them) ------
+
+
+def check(ctx: Context, c: HostConfig) -> None:
+    if not ctx.ok(c, "zfs_install", "zfs_module_repository"):
+        return
+    if not ctx.choice(c, "zfs_install", c.zfs_install):
+        return
+    repo = c.module_repository
+    if c.zfs_install == "dkms":
+        if repo is not None:
+            ctx.add(
+                c.name,
+                "zfs_module_repository",
+                repo,
+                'set, but zfs_install is "dkms": nothing would use it',
+                'set zfs_install = "prebuilt", or remove zfs_module_repository',
+            )
+        return
+    example = keys.KEYS["zfs_module_repository"].example
+    if repo is None:
+        ctx.add(
+            c.name,
+            "zfs_module_repository",
+            None,
+            'missing: zfs_install "prebuilt" installs the module from it',
+            f"e.g. {example} (./dbzfs zfs-repo builds one)",
+        )
+        return
+    for field in sorted(set(repo) - {"url", "suite", "key_file"}, key=str):
+        ctx.add(
+            c.name,
+            f"zfs_module_repository[{field!r}]",
+            repo[field],
+            "unknown field",
+            "use url, suite, key_file",
+        )
+    url, suite, key_file = repo.get("url"), repo.get("suite"), repo.get("key_file")
+    where = "zfs_module_repository"
+    if not (isinstance(url, str) and re.fullmatch(r"https?://[^\s/]+(/\S*)?", url)):
+        ctx.add(
+            c.name,
+            f"{where}['url']",
+            url,
+            "not an http(s) URL",
+            'e.g. "http://apt.example.net/zfs-modules/"',
+        )
+    if not (isinstance(suite, str) and re.fullmatch(r"[a-z][a-z0-9-]*", suite)):
+        ctx.add(c.name, f"{where}['suite']", suite, "not a Debian suite name", '"bookworm"')
+    if not isinstance(key_file, str) or not key_file:
+        ctx.add(c.name, f"{where}['key_file']", key_file, "missing: the repository's public key", example)
+        return
+    path = Path(key_file).expanduser()
+    try:
+        head = path.read_text(errors="replace")[:200]
+    except OSError as e:
+        ctx.add(
+            c.name,
+            f"{where}['key_file']",
+            key_file,
+            f"cannot be read on this machine ({e.strerror})",
+            "the armored public key ./dbzfs zfs-repo wrote (dbzfs-zfs-modules.asc)",
+        )
+        return
+    if "-----BEGIN PGP PUBLIC KEY BLOCK-----" not in head:
+        ctx.add(
+            c.name,
+            f"{where}['key_file']",
+            key_file,
+            "not an armored OpenPGP public key",
+            "export it with gpg --armor --export KEY (a private key never goes to the hosts)",
+        )

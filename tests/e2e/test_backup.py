@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from roles import backup, binlogs, pgbackrest
+from roles import backup, binlogs, pgbackrest, snapshots
 
 from tests import labkit
 from tests.e2e.pyinfra_results import assert_changed_nothing
@@ -64,12 +64,44 @@ def leave(lab, timings):
     return result
 
 
+# Issue 45: a fleet converged with its backup host in one run from fresh took its first snapshots
+# in that converge, after the pull timer had started and pulled nothing; the converge's first pull
+# took that run for its own and backup1 held no copy. The lab's hosts took theirs long ago: they
+# drop them (and the snapshot job's mark of its first run, and sanoid's timer until the converge
+# starts it again), so that the converge that brings backup1 in takes their first ones again.
+FIRST_SNAPSHOTS_AGAIN = (
+    "systemctl stop sanoid.timer && while [ $(systemctl show -p ActiveState --value sanoid.service)"
+    " = activating ]; do sleep 2; done && rm -f {marker} && for d in {datasets}; do"
+    " zfs list -H -o name -t snapshot -d 1 $d | grep @autosnap_ | xargs -r -n 1 zfs destroy; done"
+)
+
+
+def first_snapshots_again(lab):
+    labkit.in_parallel(
+        **{
+            name: lambda name=name, spec=spec: lab.check(
+                name,
+                FIRST_SNAPSHOTS_AGAIN.format(marker=snapshots.METRICS, datasets=" ".join(spec["datasets"])),
+                timeout=900,
+            )
+            for spec in ENGINES.values()
+            for name in (spec["primary"], spec["replica"])
+        }
+    )
+    for spec in ENGINES.values():
+        for name in (spec["primary"], spec["replica"]):
+            assert not guids(lab, name, spec["datasets"][0]), name
+
+
 @pytest.fixture(scope="module")
 def backed_up(converged, timings):
     t0 = time.monotonic()
     converged.join(BACKUP)
     timings["backup1 boots"] = time.monotonic() - t0
     try:
+        t0 = time.monotonic()
+        first_snapshots_again(converged)
+        timings["the database hosts' snapshots dropped"] = time.monotonic() - t0
         t0 = time.monotonic()
         result = converged.pyinfra(inventory=INVENTORY)
         timings["converge with backup1 (its first pull included)"] = time.monotonic() - t0
@@ -82,7 +114,9 @@ def backed_up(converged, timings):
 
 def test_the_first_converge_copied_the_replicas_snapshots(backed_up):
     """Every snapshot of ours a host holds is on the backup host, the same snapshot (guid); a host
-    that holds none (a primary of a fresh lab: they are taken on the replicas) has no copy."""
+    that holds none (a primary of a fresh lab: they are taken on the replicas) has no copy. The
+    replicas took their first snapshots in the converge that brought backup1 in
+    (first_snapshots_again), as a fleet converged with its backup host in one run does."""
     for cluster, spec in ENGINES.items():
         for name in (spec["replica"], spec["primary"]):
             for dataset, role in zip(spec["datasets"], ("data", "log"), strict=True):
@@ -246,7 +280,7 @@ def archived(lab, primary, timeout=180):
 
 
 def test_the_restore_refuses_the_groups_live_primary(backed_up):
-    result = restore(backed_up, "target=pg1", "mode=standalone", "wipe=pg1")
+    result = restore(backed_up, "host=pg1", "mode=standalone", "wipe=yes")
     assert result.rc != 0
     assert "is its group's declared primary" in result.stdout + result.stderr, result.stdout[-3000:]
     assert pg(backed_up, "pg1", "SELECT pg_is_in_recovery()") == "f"
@@ -274,7 +308,7 @@ def pitr_postgresql(lab, timings):
     pg(lab, "pg1", "DROP TABLE pitr_probe")
     archived(lab, "pg1")
     t0 = time.monotonic()
-    restore(lab, "target=pg2", "mode=standalone", f"time={moment}", "wipe=pg2").check()
+    restore(lab, "host=pg2", "mode=standalone", f"time={moment}", "wipe=yes").check()
     timings["restore pg2 to a moment (stand-alone)"] = time.monotonic() - t0
     got = pg(
         lab, "pg2", "SELECT count(*), min(id), max(id), bool_and(payload = md5(id::text)) FROM pitr_probe"
@@ -300,7 +334,7 @@ def pitr_mariadb(lab, timings):
     maria(lab, "db1", rows.format(151, 200))
     maria(lab, "db1", "DROP TABLE pitr.probe")
     t0 = time.monotonic()
-    result = restore(lab, "target=db2", "mode=standalone", f"time={moment}", "wipe=db2")
+    result = restore(lab, "host=db2", "mode=standalone", f"time={moment}", "wipe=yes")
     result.check()
     timings["restore db2 to a moment (stand-alone)"] = time.monotonic() - t0
     got = maria(lab, "db2", "SELECT count(*), min(id), max(id), sum(payload = md5(id)) FROM pitr.probe")
@@ -333,7 +367,7 @@ def test_a_table_dropped_by_mistake_is_restored_on_another_host_as_it_was_just_b
 
 def replica_postgresql(lab, timings):
     t0 = time.monotonic()
-    restore(lab, "target=pg2", "mode=replica", "wipe=pg2").check()
+    restore(lab, "host=pg2", "mode=replica", "wipe=yes").check()
     timings["restore pg2 as a replica"] = time.monotonic() - t0
     pg(lab, "pg1", "CREATE TABLE IF NOT EXISTS restore_probe (id serial PRIMARY KEY, at timestamptz)")
     pg(lab, "pg1", "INSERT INTO restore_probe (at) SELECT now() FROM generate_series(1, 100)")
@@ -349,7 +383,7 @@ def replica_postgresql(lab, timings):
 
 def replica_mariadb(lab, timings):
     t0 = time.monotonic()
-    restore(lab, "target=db2", "mode=replica", "wipe=db2").check()
+    restore(lab, "host=db2", "mode=replica", "wipe=yes").check()
     timings["restore db2 as a replica"] = time.monotonic() - t0
     maria(lab, "db1", "CREATE TABLE IF NOT EXISTS pitr.restore_probe (id INT PRIMARY KEY)")
     maria(lab, "db1", "INSERT INTO pitr.restore_probe SELECT seq FROM pitr.seq_1_to_100")

@@ -5,9 +5,13 @@
    pool goes DEGRADED, ZED puts a hot spare in and it resilvers by itself; the testinfra pool
    checks fail on db2; a converge of db2 still runs, warns (the missing drive by id, the pool's
    state, the replace runbook) and changes nothing;
-2. a new blank drive put in the same bay: with autoreplace it is resilvered into the pool by
-   itself and the spare goes back to AVAIL; the testinfra checks pass again and a converge
-   changes nothing;
+2. a new blank drive put in the same bay, of another serial than the host's drive_pattern
+   matches (a replacement of another model): with autoreplace it is resilvered into the pool by
+   itself and the spare goes back to AVAIL; a converge changes nothing and says that the pool
+   holds a drive the inventory does not name, naming it, and to widen drive_pattern (issue 45:
+   it called the new drive missing and asked for one to be put in); with drive_pattern widened
+   (tests/e2e/inventories/db2_wider_pattern.py) the testinfra checks pass again and a converge
+   changes nothing and warns of nothing in the pool;
 3. with autoreplace off, another drive pulled and a new one put in holds a filesystem: the
    replace-drive runbook refuses it, naming the drive and what is on it; with wipe=yes it
    replaces the pulled drive and the spare goes back to AVAIL;
@@ -22,12 +26,14 @@ from lab import hotplug
 from tests import labkit
 from tests.e2e.pyinfra_results import assert_changed_nothing
 from tests.e2e.test_switchover import follows, sql
-from tests.labkit import runbook, wait_for
+from tests.labkit import REPO, runbook, wait_for
 
 pytestmark = pytest.mark.e2e
 
 NAME = "db2"
 POOL = "dbpool"
+# db2's drive_pattern widened to the drive of another serial autoreplace takes in (the first test).
+WIDER = str(REPO / "tests" / "e2e" / "inventories" / "db2_wider_pattern.py")
 CLIENT = (
     "CREATE DATABASE drivetest; CREATE TABLE drivetest.t (id INT AUTO_INCREMENT PRIMARY KEY, "
     "payload TEXT NOT NULL)"
@@ -155,7 +161,8 @@ def test_a_pulled_drive_is_replaced_by_a_spare_then_by_a_new_drive_in_its_bay(cl
     assert_changed_nothing(result)
 
     t0 = time.monotonic()
-    new = "db2-nvme24"  # a serial the host's drive_pattern matches, as a new drive of the model would
+    # A serial the host's drive_pattern (db2-nvme??) does not match: a replacement of another model.
+    new = "db2-other24"
     hotplug.insert_drive(vm, 3, slot, new, log=labkit.log)
     wait_for(lambda: in_pool(lab, by_id(new)), f"{new} taken into the pool (autoreplace)", 180)
     timings["new drive in the bay: in the pool after"] = time.monotonic() - t0
@@ -163,9 +170,23 @@ def test_a_pulled_drive_is_replaced_by_a_spare_then_by_a_new_drive_in_its_bay(cl
     timings["new drive in the bay: resilvered, spare AVAIL after"] = time.monotonic() - t0
     wait_for_more_writes(lab)
 
-    checks = lab.testinfra("tests/infra/test_zfs.py", hosts=[NAME])
+    result = lab.pyinfra("--limit", NAME)
+    output = result.stdout + result.stderr
+    warned = [line for line in output.splitlines() if f"pool {POOL} is ONLINE and drive_pattern" in line]
+    assert warned, output[-4000:]
+    warning = warned[0]
+    assert f"the pool holds 1 drive(s) the inventory does not name: {by_id(new)} (" in warning, warning
+    assert f"widen drive_pattern to match {by_id(new)} too" in warning, warning
+    assert "missing" not in warning and "replace_drive.py" not in warning, warning
+    assert_changed_nothing(result)
+
+    checks = lab.testinfra("tests/infra/test_zfs.py", hosts=[NAME], inventory=WIDER)
     assert checks.ok, checks.stdout[-4000:]
-    assert_changed_nothing(lab.pyinfra("--limit", NAME))
+    result = lab.pyinfra("--limit", NAME, inventory=WIDER)
+    output = result.stdout + result.stderr
+    for said in ("does not name", "missing from /dev/disk/by-id", "does not hold", "replace_drive.py"):
+        assert said not in output, output[-4000:]
+    assert_changed_nothing(result)
 
 
 def test_without_autoreplace_the_runbook_replaces_a_drive_refusing_one_that_holds_data(client, timings):
@@ -182,7 +203,7 @@ def test_without_autoreplace_the_runbook_replaces_a_drive_refusing_one_that_hold
         assert not in_pool(lab, by_id(new)), "autoreplace is off, yet the new drive was taken in"
         lab.check(NAME, f"mkfs.ext4 -q {by_id(new)}")
 
-        data = ("on=db2", f"old=/dev/disk/by-id/{pulled}", f"new={by_id(new)}")
+        data = ("host=db2", f"old=/dev/disk/by-id/{pulled}", f"new={by_id(new)}")
         result, output = runbook(lab, "runbooks/replace_drive.py", *data, limit=NAME)
         assert result.rc != 0, output[-3000:]
         assert f"drive {by_id(new)}" in output and "ext4 filesystem" in output, output[-3000:]
@@ -197,5 +218,5 @@ def test_without_autoreplace_the_runbook_replaces_a_drive_refusing_one_that_hold
         wait_for(lambda: healthy(lab) and set(spares(lab).values()) == {"AVAIL"}, "ONLINE, spares AVAIL", 300)
     finally:
         lab.check(NAME, f"zpool set autoreplace=on {POOL}")
-    assert lab.testinfra("tests/infra/test_zfs.py", hosts=[NAME]).ok
+    assert lab.testinfra("tests/infra/test_zfs.py", hosts=[NAME], inventory=WIDER).ok  # db2-other24
     assert follows(lab, NAME, "db1")[0]

@@ -15,7 +15,7 @@ rewritten) as its replica and switched back; every acknowledged row and every ev
 nodes after, and the report shows compressratio before and after; a second roll changes nothing
 and switches nothing over.
 
-CI rolls the PostgreSQL group (`--hosts pg2,pg1`, 50,000 events) after test_idempotence.py and
+CI rolls the PostgreSQL group (`--limit pg2,pg1`, 50,000 events) after test_idempotence.py and
 leaves it on zstd: the modules after it (test_degraded.py on db2, test_safety.py re-creating pg2's
 drives) do not converge pg1 or pg2. `./dbzfs test-long` rolls all four hosts (200,000 events),
 then cuts pg2's rewrite back to lz4 at a random moment and rolls back to inventories/lab.py, which
@@ -54,7 +54,7 @@ LONG = os.environ.get("DBZFS_TEST_LONG") == "1"
 ROLLED = str(REPO / "tests" / "e2e" / "inventories" / "rolled.py")
 LAB = str(control.INVENTORY)
 ORDER = ["db2", "db1", "pg2", "pg1"] if LONG else ["pg2", "pg1"]
-HOSTS = () if LONG else ("--hosts", ",".join(ORDER))  # CI: the PostgreSQL group
+HOSTS = () if LONG else ("--limit", ",".join(ORDER))  # CI: the PostgreSQL group
 REWRITE = "runbooks/rewrite_compression.py"
 DATASETS = ["dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"]
 EVENTS = labkit.env_number("DBZFS_ROLL_EVENTS", 200_000 if LONG else 50_000, minimum=1)
@@ -98,7 +98,7 @@ def test_a_stopped_replica_stops_the_roll_of_its_primary(converged, timings):
     timings[f"{EVENTS:,} events loaded on pg1"] = load_events(converged)
     converged.check("pg2", "systemctl stop postgresql@15-main", timeout=600)
     try:
-        result, report = roll(converged, ROLLED, "--hosts", "pg1", "--gate-timeout", "20")
+        result, report = roll(converged, ROLLED, "--limit", "pg1", "--gate-timeout", "20")
     finally:
         converged.check("pg2", "systemctl start postgresql@15-main", timeout=600)
     assert result.rc == 1, result.stdout[-6000:]
@@ -225,7 +225,7 @@ def test_rolled_back_to_the_lab_inventory(converged, timings):
     # pg2's rewrite back to lz4 cut at a random moment (pyinfra SIGKILLed): the roll finishes it.
     converged.pyinfra("--limit", "pg2").check()  # lz4 for new blocks: the rewrite's pre-check
     at = round(random.uniform(3.0, 40.0), 1)
-    cut = converged.pyinfra_killed(after=at, deploy=REWRITE, args=("--limit", "pg2"))
+    cut = converged.pyinfra_killed(after=at, deploy=REWRITE, args=("--limit", "pg2", "--data", "host=pg2"))
     labkit.log(f"==> pg2's rewrite to lz4 killed {at} s into its operations, during: {cut.operation}")
     converged.wait_for_leftovers()
     t0 = time.monotonic()

@@ -3,18 +3,24 @@ access for its key, the data's validation, and the `zfs allow` operation against
 
 import json
 import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
+from pyinfra.facts.files import FileContents
 
 from facts.zfs import ZfsAllowed, parse_allowed
+from host_scripts import backup_pull
 from model.hostdata import HostConfig
 from model.secrets import Secrets
-from operations import zfs as zfs_ops
+from operations import snapshots as snapshot_ops, zfs as zfs_ops
 from roles import backup, pgbackrest
 from validation import validate
 
 from tests.unit.conftest import backup_data
 from tests.unit.fact_stubs import run_operation
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +184,132 @@ def test_the_allow_operation_gives_exactly_the_permissions(live, wanted, expecte
     )
     assert commands == expected
     assert bool(host.noops) == (not expected)
+
+
+# --- the first pull (issue 45: a fleet converged with its backup host in one run) -------------------
+
+PULL_ARGS = {"unit": backup.UNIT, "marker": backup.METRICS, "succeeded": backup.SUCCEEDED}
+LAB_COPIES = [("db2", "data"), ("db2", "log"), ("pg2", "data"), ("pg2", "log")]
+START = (
+    'while [ "$(systemctl show -p ActiveState --value dbzfs-backup-pull.service)" = activating ]; '
+    "do sleep 2; done; systemctl start dbzfs-backup-pull.service && journalctl -o cat -n 3 -u "
+    "dbzfs-backup-pull.service"
+)
+
+
+def check_of(source, role, marker=backup.METRICS):
+    return (
+        f'grep -q -- \'^dbzfs_backup_copies{{source="{source}",dataset="{role}"}} [1-9]\' {marker} '
+        f"|| {{ echo 'dbzfs-backup-pull.service ran, and {marker} shows no copy of the {role} dataset "
+        f"of {source}' >&2; exit 1; }}"
+    )
+
+
+def run_metrics(*outcomes):
+    """The metrics file a run of host_scripts/backup_pull.py leaves, as FileContents lines."""
+    return backup_pull.metrics_text(list(outcomes), datetime(2026, 12, 6, 2, 9, tzinfo=UTC)).splitlines()
+
+
+def pulled(source, role, copies=1):
+    snaps = [backup_pull.Snapshot(f"autosnap_{i}_hourly", str(i), 1796000000 + i) for i in range(copies)]
+    return backup_pull.Outcome(source, role, "pulled", f"{copies} new snapshots", snaps)
+
+
+def test_the_copies_the_first_pull_must_leave_are_those_of_the_hosts_that_take_snapshots(with_backup):
+    assert backup.expected_copies(configs(with_backup)) == LAB_COPIES
+    for data in with_backup.values():
+        data["snapshot_on"] = "primary"
+    assert [h.name for h in backup.takers(configs(with_backup))] == ["db1", "pg1"]
+
+
+def test_a_run_that_found_no_snapshot_yet_is_not_the_first_pull():
+    """The timer's run at 02:09, before the database hosts' first snapshots (02:12): it succeeded
+    with nothing to pull; the converge's first pull, after the snapshots, must still pull."""
+    early = run_metrics(*(backup_pull.Outcome(h, r, "none", "skipped") for h, r in LAB_COPIES))
+    assert backup.SUCCEEDED in early
+    commands, host = run_operation(
+        snapshot_ops.first_pull, {FileContents: early}, expected=LAB_COPIES, **PULL_ARGS
+    )
+    assert commands == [START, *(check_of(h, r) for h, r in LAB_COPIES)]
+    assert host.noops == []
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [
+        None,  # no run yet
+        run_metrics(*(pulled(h, r) for h, r in LAB_COPIES[:2])),  # pg2 joined the fleet since
+        run_metrics(
+            *(pulled(h, r) for h, r in LAB_COPIES[:3]), backup_pull.Outcome("pg2", "log", "failed", "x", [])
+        ),
+        run_metrics(*(pulled(h, r) for h, r in LAB_COPIES), pulled("pg2", "log", 0)),  # pg2 log: 0 copies
+    ],
+)
+def test_the_first_pull_runs_until_a_run_left_a_copy_of_every_host_that_takes_snapshots(marker):
+    commands, _ = run_operation(
+        snapshot_ops.first_pull, {FileContents: marker}, expected=LAB_COPIES, **PULL_ARGS
+    )
+    assert commands[0] == START
+
+
+def test_once_a_run_holds_every_copy_the_converge_leaves_the_pulls_to_the_timer():
+    done = run_metrics(*(pulled(h, r, 3) for h, r in LAB_COPIES), backup_pull.Outcome("db1", "data", "none"))
+    commands, host = run_operation(
+        snapshot_ops.first_pull, {FileContents: done}, expected=LAB_COPIES, **PULL_ARGS
+    )
+    assert commands == []
+    assert host.noops == [
+        f"{backup.UNIT}'s last run succeeded with copies of 4 dataset(s) ({backup.METRICS})"
+    ]
+    assert snapshot_ops.copies_held(done) == {pair: 3 for pair in LAB_COPIES}
+
+
+def test_the_first_pull_s_checks_read_the_metrics_the_script_writes(tmp_path):
+    """The grep of each dataset's copies, run by a real shell on the file backup_pull.py writes."""
+    marker = tmp_path / "dbzfs_backup.prom"
+    marker.write_text("\n".join(run_metrics(pulled("db2", "data", 2), pulled("db2", "log", 0))) + "\n")
+    args = {**PULL_ARGS, "marker": str(marker)}
+    commands, _ = run_operation(
+        snapshot_ops.first_pull, {FileContents: None}, expected=LAB_COPIES[:2], **args
+    )
+    data, log = (subprocess.run(["sh", "-c", c], capture_output=True, text=True) for c in commands[1:])
+    assert data.returncode == 0
+    assert log.returncode == 1 and "shows no copy of the log dataset of db2" in log.stderr
+
+
+def test_the_timer_starts_after_the_first_pull_which_follows_the_sources_first_snapshots(
+    monkeypatch, with_backup
+):
+    hosts = configs(with_backup)
+    calls = []
+    monkeypatch.setattr(backup, "configs", lambda: hosts)
+    monkeypatch.setattr(
+        backup.units, "current", lambda **kw: calls.append(("units", kw["units"], kw["loaded"]))
+    )
+    monkeypatch.setattr(
+        backup.engine,
+        "step",
+        lambda applies, why, op, **kw: calls.append(("step", applies, op, kw.get("expected"))),
+    )
+    for name in ("backup1", "db2"):
+        monkeypatch.setattr(
+            backup.engine, "host_config", lambda name=name: next(h for h in hosts if h.name == name)
+        )
+        calls.clear()
+        backup.schedule._inner()
+        if name == "backup1":
+            assert calls == [
+                ("units", {"sanoid.timer": []}, [backup.UNIT, backup.TIMER, "sanoid.service"]),
+                ("step", True, snapshot_ops.first_pull, LAB_COPIES),
+                ("units", {backup.TIMER: []}, [backup.UNIT]),
+            ]
+        else:  # the same operation, a no-op: the backup host's pull waits for this host's snapshots
+            assert calls == [("step", False, snapshot_ops.first_pull, [])]
+    deploy = (REPO / "deploy.py").read_text()
+    assert deploy.index("snapshots.schedule()") < deploy.index("backup.schedule()")
+
+
+def test_the_timer_does_not_elapse_at_once_when_the_converge_starts_it(with_backup):
+    hosts = configs(with_backup)
+    timer = backup.files_text(next(h for h in hosts if h.is_backup_host), hosts)[backup.TIMER_PATH]
+    assert "\nOnActiveSec=5min\n" in timer and "\nOnBootSec" not in timer

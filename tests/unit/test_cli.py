@@ -388,3 +388,21 @@ def test_zfs_repo_misuse_and_a_broken_lab_definition_exit_2(monkeypatch, tmp_pat
     monkeypatch.setattr(zfs_repo, "load", broken)
     assert zfs_repo.main(["--out", str(tmp_path)]) == 2
     assert "refused (nothing was built)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("runbook", sorted(p.name for p in (REPO / "runbooks").glob("*.py")))
+def test_a_runbooks_help_is_pyinfras_and_runs_nothing(runbook):
+    """`pyinfra INVENTORY runbooks/X.py ... --help`: pyinfra's eager --help prints its usage and
+    exits 0 before it loads the inventory, connects or loads the runbook (an inventory that does
+    not exist proves it: loading it would fail)."""
+    r = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "pyinfra"), "no-such-inventory.py", f"runbooks/{runbook}"]
+        + ["--data", "host=db2", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("Usage: pyinfra"), r.stdout[:200]
+    assert "Connecting" not in r.stdout + r.stderr and "Loading" not in r.stdout + r.stderr

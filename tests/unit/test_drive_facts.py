@@ -1,8 +1,10 @@
+import os
+import stat
 import subprocess
 
 import pytest
 
-from facts.drives import LABEL_AREAS_BLANK, DrivesByPattern, DriveState, natural_key
+from facts.drives import LABEL_AREAS_BLANK, BlockDevices, DrivesByPattern, DriveState, natural_key
 
 from tests.unit.fact_stubs import fixture_lines
 
@@ -262,3 +264,44 @@ def test_zdb_runs_only_where_labels_may_be():
     command = str(DriveState().command(paths=[intel(1)]))
     assert command.startswith("label_areas_blank() {")
     assert '! label_areas_blank "$x"; then echo "@zdb $x"; zdb -l "$x"' in command
+
+
+# --- BlockDevices: which of a pool's drives are there (roles/zfs.py, operations/zpool.py) ----------
+
+
+def test_block_devices_command_checks_each_path_in_one_loop():
+    command = str(BlockDevices().command(paths=["/dev/disk/by-id/nvme-A", "/dev/disk/by-id/nvme-B it"]))
+    assert command == (
+        "for p in /dev/disk/by-id/nvme-A '/dev/disk/by-id/nvme-B it' ; do "
+        '[ -b "$p" ] && echo "$p $(readlink -f "$p")"; done; true'
+    )
+
+
+def test_block_devices_keeps_the_paths_that_resolve():
+    lines = ["/dev/disk/by-id/nvme-A /dev/nvme3n1", "", "/dev/disk/by-id/nvme-eui.1 /dev/nvme3n1"]
+    assert BlockDevices().process(lines) == {
+        "/dev/disk/by-id/nvme-A": "/dev/nvme3n1",
+        "/dev/disk/by-id/nvme-eui.1": "/dev/nvme3n1",
+    }
+
+
+def test_block_devices_run_by_a_real_shell(tmp_path):
+    """A link to a block device resolves; a dangling link (a pulled drive's) and a link to
+    something else do not."""
+    block = next((f"/dev/{n}" for n in ("loop0", "vda", "sda", "nvme0n1") if _is_block(f"/dev/{n}")), None)
+    if block is None:
+        pytest.skip("no block device on this machine")
+    (tmp_path / "there").symlink_to(block)
+    (tmp_path / "gone").symlink_to(tmp_path / "nvme9n1")
+    (tmp_path / "null").symlink_to("/dev/null")
+    paths = [str(tmp_path / name) for name in ("there", "gone", "null")]
+    command = str(BlockDevices().command(paths=paths))
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+    assert BlockDevices().process(out.splitlines()) == {str(tmp_path / "there"): block}
+
+
+def _is_block(path):
+    try:
+        return stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return False

@@ -27,7 +27,7 @@ def test_names_without_the_directory_are_by_id_names():
 def test_every_problem_at_once_naming_the_key_and_the_fix():
     found = lines(problems(None, None, "/dev/nvme3n1", "maybe", HOSTS, set()))
     assert found == [
-        "on = None: missing. Fix: name the host: --data on=HOST",
+        "host = None: missing. Fix: name the host: --data host=HOST",
         "old = None: missing. Fix: --data old=/dev/disk/by-id/NAME (zpool status -P; ls -l /dev/disk/by-id)",
         "new = '/dev/nvme3n1': not a /dev/disk/by-id path. Fix: the drive's name under /dev/disk/by-id "
         "(stable across reboots and bays)",
@@ -37,10 +37,10 @@ def test_every_problem_at_once_naming_the_key_and_the_fix():
 
 def test_the_host_must_be_in_the_inventory_and_in_the_run():
     assert lines(problems("db9", OLD, NEW, None, HOSTS, {"db1"})) == [
-        "on = 'db9': not a host of the inventory. Fix: one of db1, db2"
+        "host = 'db9': not a host of the inventory. Fix: one of db1, db2"
     ]
     assert lines(problems("db2", OLD, NEW, None, HOSTS, {"db1"})) == [
-        "db2: on = 'db2': takes no part in this run (--limit, or unreachable). Fix: include it"
+        "db2: --limit = 'db1': leaves out db2. Fix: include db2"
     ]
 
 

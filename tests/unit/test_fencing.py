@@ -67,7 +67,7 @@ def test_postgresql_primary_refuses_to_start_while_a_peer_is_a_primary(fleet, tm
     r = run(tmp_path, text, "psql", {"10.99.0.22": "off"})
     assert r.returncode == 1
     assert "pg1 refuses to start as a primary: pg2 (10.99.0.22) takes writes" in r.stderr
-    assert "runbooks/seed.py --data replica=pg1 --data wipe=pg1" in r.stderr
+    assert "runbooks/seed.py --data host=pg1 --data wipe=yes" in r.stderr
 
 
 @pytest.mark.parametrize("answers", [{"10.99.0.22": "on"}, {}])

@@ -26,7 +26,7 @@ def validate_cli(inventory):
         text=True,
         timeout=120,
     )
-    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert result.returncode == 2, (result.stdout, result.stderr)  # refused
     assert "Traceback" not in result.stderr and result.stdout == ""
     return result.stderr
 

@@ -204,3 +204,23 @@ def test_lab_backup_inventory_passes_validation():
     problems = validate(hosts, secrets)
     # pg2's module repository key exists once the lab has built it (not on a clean clone)
     assert [p for p in problems if "key_file" not in p.key] == []
+
+
+def test_the_degraded_test_widens_db2_s_drive_pattern_only():
+    """tests/e2e/test_degraded.py: a drive of another serial (db2-other24) in a pulled drive's bay;
+    the inventory it then checks and converges with matches it and db2's own drives (the namespace
+    aliases it matches too, ..._1, are left out by DrivesByPattern), and changes nothing else."""
+    plain = inventory()
+    wider = runpy.run_path(str(REPO / "tests" / "e2e" / "inventories" / "db2_wider_pattern.py"))
+    for group in ("postgresql", "monitoring"):
+        assert wider[group] == plain[group]
+    before, after = dict(plain["mariadb"]), dict(wider["mariadb"])
+    assert before["db1"] == after["db1"]
+    assert {k: v for k, v in after["db2"].items() if k != "drive_pattern"} == {
+        k: v for k, v in before["db2"].items() if k != "drive_pattern"
+    }
+    pattern, vm = after["db2"]["drive_pattern"], load().vm("db2")
+    assert not fnmatch.fnmatchcase("nvme-QEMU_NVMe_Ctrl_db2-other24", before["db2"]["drive_pattern"])
+    assert fnmatch.fnmatchcase("nvme-QEMU_NVMe_Ctrl_db2-other24", pattern)
+    assert all(fnmatch.fnmatchcase(name, pattern) for name in vm.drive_ids)
+    assert not fnmatch.fnmatchcase("nvme-QEMU_NVMe_Ctrl_db1-nvme00", pattern)

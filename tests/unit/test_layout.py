@@ -136,3 +136,17 @@ def test_the_model_never_imports_pyinfra():
             if isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             assert not any(n == "pyinfra" or n.startswith("pyinfra.") for n in names), path
+
+
+MAX_LINES = 800
+
+
+def test_no_module_of_the_code_is_over_800_lines():
+    """A module over 800 lines holds more than one concern: split it by concern (as validation/
+    was, its rules now next to the code that owns each key)."""
+    long = {}
+    for path in modules().values():  # model, ..., day2, runbooks, lab, bench, zfsrepo, deploy.py
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_LINES:
+            long[str(path.relative_to(REPO))] = lines
+    assert not long, f"modules over {MAX_LINES} lines (split each by concern): {long}"

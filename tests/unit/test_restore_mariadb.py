@@ -14,8 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 from pyinfra.api import HiddenValue, OperationError
+from pyinfra.api.operation import OperationMeta
 
-from day2 import restore, restore_mariadb as rm, restore_run
+from day2 import kit, restore, restore_mariadb as rm, restore_run
 from facts.mariadb import BinlogFiles, MariadbLiveRole
 from facts.zfs import ZfsDatasetProperties, ZfsSnapshotPositions
 from model.hostdata import HostConfig
@@ -74,7 +75,7 @@ def parts(p):
 
 
 def test_a_standalone_restore_to_a_moment_names_everything_it_uses(configs):
-    plan = plan_of(configs, target="db2", mode="standalone", time="2026-12-05 08:10:00+02", wipe="db2")
+    plan = plan_of(configs, host="db2", mode="standalone", time="2026-12-05 08:10:00+02", wipe=True)
     assert (plan.target.name, plan.backup.name, plan.primary.name, plan.wipe) == (
         "db2",
         "backup1",
@@ -92,37 +93,36 @@ def test_a_standalone_restore_to_a_moment_names_everything_it_uses(configs):
 
 
 def test_a_replica_restore(configs):
-    plan = plan_of(configs, target="db2", mode="replica")
+    plan = plan_of(configs, host="db2", mode="replica")
     assert plan.identity == "replica" and not plan.replays and plan.backup_name is None
 
 
 @pytest.mark.parametrize(
     "params, key, value, message",
     [
-        ({"target": "db9"}, "target", "db9", "not a MariaDB host of the inventory"),
-        ({"target": "db2", "mode": "copy"}, "mode", "copy", "not a way to restore"),
-        ({"target": "db2", "mode": "standalone", "time": "2026-12-05 06:10"}, "time", None, "no UTC offset"),
+        ({"host": "db9"}, "host", "db9", "not a MariaDB host of the inventory"),
+        ({"host": "db2", "mode": "copy"}, "mode", "copy", "not a way to restore"),
+        ({"host": "db2", "mode": "standalone", "time": "2026-12-05 06:10"}, "time", None, "no UTC offset"),
         (
-            {"target": "db2", "mode": "standalone", "time": "2026-12-06 12:00:01+00"},
+            {"host": "db2", "mode": "standalone", "time": "2026-12-06 12:00:01+00"},
             "time",
             None,
             "is in the future (now 2026-12-06 12:00:00 UTC)",
         ),
         (
-            {"target": "db2", "mode": "replica", "time": "2026-12-05 06:10:00+00"},
+            {"host": "db2", "mode": "replica", "time": "2026-12-05 06:10:00+00"},
             "time",
             None,
             "replicates to now",
         ),
         (
-            {"target": "db2", "mode": "standalone", "time": "2026-12-05 06:10:00+00", "backup": SNAP_1},
+            {"host": "db2", "mode": "standalone", "time": "2026-12-05 06:10:00+00", "backup": SNAP_1},
             "backup",
             SNAP_1,
             "given with a time",
         ),
-        ({"target": "db2", "mode": "replica", "wipe": "db1"}, "wipe", "db1", "names another host"),
-        ({"target": "db1", "mode": "standalone"}, "target", "db1", "is the group's declared primary"),
-        ({"target": "db1", "mode": "replica"}, "target", "db1", "is the group's declared primary"),
+        ({"host": "db1", "mode": "standalone"}, "host", "db1", "is the group's declared primary"),
+        ({"host": "db1", "mode": "replica"}, "host", "db1", "is the group's declared primary"),
     ],
 )
 def test_the_plan_refuses_what_the_parameters_and_inventory_do_not_allow(
@@ -130,21 +130,21 @@ def test_the_plan_refuses_what_the_parameters_and_inventory_do_not_allow(
 ):
     p = only(planned(configs, **params)[1])
     assert p.key == key and message in p.message and (value is None or p.value == value)
-    assert p.host in (params["target"], None)
+    assert p.host in (params["host"], None)
 
 
 def test_without_a_backup_host_there_is_no_copy(configs):
     del configs["backup1"]
-    p = only(planned(configs, active=EVERYONE - {"backup1"}, target="db2", mode="replica")[1])
+    p = only(planned(configs, active=EVERYONE - {"backup1"}, host="db2", mode="replica")[1])
     assert parts(p) == ("db2", "inventory", None) and 'role = "backup"' in p.fix
 
 
 def test_a_replica_restore_needs_the_target_declared_a_replica_of_the_primary(configs, fleet):
     fleet["db2"]["primary"] = "db9"
     configs["db2"] = HostConfig.from_data("db2", fleet["db2"])
-    p = only(planned(configs, target="db2", mode="replica")[1])
+    p = only(planned(configs, host="db2", mode="replica")[1])
     assert parts(p) == ("db2", "role", "replica") and "mode=standalone" in p.fix
-    assert planned(configs, target="db2", mode="standalone")[1] == []
+    assert planned(configs, host="db2", mode="standalone")[1] == []
 
 
 @pytest.mark.parametrize(
@@ -159,23 +159,23 @@ def test_a_replica_restore_needs_the_target_declared_a_replica_of_the_primary(co
 def test_limit_must_include_the_target_the_backup_host_and_a_replica_s_primary(
     configs, mode, left_out, named
 ):
-    p = only(planned(configs, active=EVERYONE - left_out, target="db2", mode=mode)[1])
+    p = only(planned(configs, active=EVERYONE - left_out, host="db2", mode=mode)[1])
     assert p.key == "--limit" and p.message == f"leaves out {named}"
-    assert planned(configs, active={"db2", "backup1"}, target="db2", mode="standalone")[1] == []
+    assert planned(configs, active={"db2", "backup1"}, host="db2", mode="standalone")[1] == []
 
 
 def test_every_plan_problem_at_once(configs):
     plan, problems = planned(
         configs,
         active={"db2"},
-        target="db2",
+        host="db2",
         mode="replica",
         time="2030-01-01 00:00:00+00",
         backup="x",
-        wipe="db1",
+        wipe=True,
     )
     assert plan is None
-    assert [p.key for p in problems] == ["time", "time", "backup", "wipe", "--limit"]
+    assert [p.key for p in problems] == ["time", "time", "backup", "--limit"]
 
 
 # --- the copy --------------------------------------------------------------------------------------
@@ -201,7 +201,7 @@ SNAPSHOTS = [
 
 
 def test_the_copies_are_the_snapshots_on_both_datasets_with_a_position(configs):
-    plan = plan_of(configs, target="db2", mode="standalone")
+    plan = plan_of(configs, host="db2", mode="standalone")
     found = rm.copies(plan, SNAPSHOTS)
     assert [(c.member, c.snapshot, c.gtid) for c in found] == [
         ("db2", SNAP_1, "0-1-10"),
@@ -221,12 +221,12 @@ def test_the_copies_are_the_snapshots_on_both_datasets_with_a_position(configs):
     ],
 )
 def test_the_copy_before_the_moment_the_named_one_or_the_newest(configs, params, expected):
-    plan = plan_of(configs, target="db2", mode="standalone", **params)
+    plan = plan_of(configs, host="db2", mode="standalone", **params)
     assert rm.chosen(plan, rm.copies(plan, SNAPSHOTS), {}).snapshot == expected
 
 
 def test_a_re_run_keeps_the_copy_an_earlier_run_put_in_place(configs):
-    plan = plan_of(configs, target="db2", mode="replica")
+    plan = plan_of(configs, host="db2", mode="replica")
     in_place = {f"{DATA}@{SNAP_1}": props(**{"dbzfs:restore": "replica"})}
     assert rm.chosen(plan, rm.copies(plan, SNAPSHOTS), in_place).snapshot == SNAP_1
     other = {f"{DATA}@{SNAP_1}": props(**{"dbzfs:restore": "standalone"})}
@@ -285,7 +285,7 @@ def found_for(
 
 
 def live(configs, found=None, **params):
-    plan = plan_of(configs, target="db2", **params)
+    plan = plan_of(configs, host="db2", **params)
     return rm.live_problems(plan, found or found_for())
 
 
@@ -330,18 +330,18 @@ def test_a_moment_needs_binlogs_that_reach_it(configs):
 
 
 def test_a_live_primary_is_never_restored_over(configs):
-    p = only(live(configs, found_for(live=PRIMARY_LIVE, state=HOLDS_DB), mode="standalone", wipe="db2")[1])
+    p = only(live(configs, found_for(live=PRIMARY_LIVE, state=HOLDS_DB), mode="standalone", wipe=True)[1])
     assert parts(p) == ("db2", "server", "primary") and "switch over" in p.fix
 
 
 def test_a_standalone_copy_restored_before_is_replaced_with_wipe(configs):
     standalone = {"read_only": "1"}
     found = found_for(live=standalone, state=HOLDS_DB)
-    assert live(configs, found, mode="replica", wipe="db2")[1] == []
+    assert live(configs, found, mode="replica", wipe=True)[1] == []
     p = only(live(configs, found, mode="replica")[1])
     assert parts(p) == ("db2", "wipe", None)
     assert p.message == "its datadir holds schemas of its own (app) (MariaDB running)"
-    assert p.fix.startswith("--data wipe=db2")
+    assert p.fix.startswith("--data wipe=yes")
 
 
 def test_the_target_must_be_converged(configs):
@@ -402,13 +402,13 @@ def test_a_re_run_resumes_and_another_restores_copy_in_place_is_replaced_with_wi
             configs, found_for(zfs_=table, state=HOLDS_DB), mode="standalone", time="2026-12-05 06:20:00+00"
         )[1]
     )
-    assert parts(p) == ("db2", "wipe", None) and p.fix.startswith("--data wipe=db2")
+    assert parts(p) == ("db2", "wipe", None) and p.fix.startswith("--data wipe=yes")
     plan, problems = live(
         configs,
         found_for(zfs_=table, state=HOLDS_DB),
         mode="standalone",
         time="2026-12-05 06:20:00+00",
-        wipe="db2",
+        wipe=True,
     )
     assert problems == [] and not plan.replayed and plan.replays  # replaced: another restore's
 
@@ -419,7 +419,7 @@ def test_the_targets_own_snapshot_of_the_copy_is_no_restore_in_place(configs):
     table = target_zfs(**{f"{DATA}@{SNAP_1}": props(**{"dbzfs:gtid": "0-1-12"})})
     p = only(live(configs, found_for(zfs_=table, state=HOLDS_DB), mode="replica")[1])
     assert parts(p) == ("db2", "wipe", None)
-    plan, problems = live(configs, found_for(zfs_=table, state=HOLDS_DB), mode="replica", wipe="db2")
+    plan, problems = live(configs, found_for(zfs_=table, state=HOLDS_DB), mode="replica", wipe=True)
     assert problems == [] and not plan.replayed
 
 
@@ -676,7 +676,7 @@ def test_the_wrapper_allows_only_the_restore_s_datasets(configs, tmp_path):
 
 
 def test_the_report_of_a_point_in_time_restore(configs):
-    plan, _ = live(configs, mode="standalone", time="2026-12-05 06:10:00+00", wipe="db2")
+    plan, _ = live(configs, mode="standalone", time="2026-12-05 06:10:00+00", wipe=True)
     sent = [
         f"dbzfs-seed: sent {COPIES}/db2/data@{SNAP_1} 3145728 bytes in 1500 ms",
         f"dbzfs-seed: sent {COPIES}/db2/log@{SNAP_1} 1048576 bytes in 500 ms",
@@ -690,7 +690,7 @@ def test_the_report_of_a_point_in_time_restore(configs):
         "    binlogs replayed: reached GTID 0-1-12 at 2026-12-05 06:09:59 UTC",
         "    took 0:01:02",
         "    db2 runs on its own (read_only ON, replicating from no one), outside its group; to put it back:",
-        "      pyinfra INVENTORY runbooks/restore.py --data target=db2 --data mode=replica --data wipe=db2",
+        "      pyinfra INVENTORY runbooks/restore.py --data host=db2 --data mode=replica --data wipe=yes",
     ]
 
 
@@ -725,32 +725,33 @@ def wired(monkeypatch, fleet):
             return list(hosts.values())
 
     current = SimpleNamespace(name=None, data=None)
-    for module in (restore, restore_run, rm, engine):
+    for module in (restore, restore_run, rm, engine, kit):
         monkeypatch.setattr(module, "inventory", Inventory())
+    for module in (restore, rm, engine):
         monkeypatch.setattr(module, "host", current)
     monkeypatch.setattr(runtime, "_once", {})
-    monkeypatch.setattr(rm, "_reported", set())
+    monkeypatch.setattr(kit, "_reported", set())
     monkeypatch.setattr(
-        rm, "state", SimpleNamespace(add_callback_handler=lambda handler: reports.append(handler))
+        kit, "state", SimpleNamespace(add_callback_handler=lambda handler: reports.append(handler))
     )
     monkeypatch.setattr(
         rm, "read_hosts", lambda plan: found_for(live=REPLICA_LIVE if plan.mode == "replica" else None)
     )
-    monkeypatch.setattr(rm.seeding, "one_time_key", lambda comment: (HiddenValue(PRIVATE_KEY), PUBLIC_KEY))
+    monkeypatch.setattr(rm.transfer, "one_time_key", lambda comment: (HiddenValue(PRIVATE_KEY), PUBLIC_KEY))
     monkeypatch.setattr(engine, "secret", lambda key: HiddenValue(PASSWORD))
     steps, role_files, reports = [], [], []
 
     def step(applies, why_not, op, **kwargs):
         steps.append((applies, op, kwargs))
-        return SimpleNamespace(_hash=f"op{len(steps)}")
+        return OperationMeta(f"op{len(steps)}", None)
 
     monkeypatch.setattr(engine, "step", step)
     monkeypatch.setattr(mariadb, "role_config", lambda cfg: role_files.append((current.name, cfg.role)))
 
     def deploy(name, **arguments):
-        current.name, current.data = name, {**hosts[name].data, **arguments}
+        current.name, current.data = name, hosts[name].data
         steps.clear()
-        restore_run.run()
+        restore_run.run(arguments)
         return list(steps)
 
     deploy.role_files, deploy.reports = role_files, reports
@@ -777,7 +778,7 @@ TARGET_BEFORE += ["mounted", "directory", "directory"]
     "params, on_target, on_backup",
     [
         (
-            {"mode": "standalone", "time": "2026-12-05 06:10:00+00", "wipe": "db2"},
+            {"mode": "standalone", "time": "2026-12-05 06:10:00+00", "wipe": True},
             TARGET_BEFORE
             + ["standalone", "binlogs_mounted", "replayed", "authorized_key_removed", "dataset_destroyed"]
             + ["replaced_destroyed"],
@@ -798,16 +799,22 @@ TARGET_BEFORE += ["mounted", "directory", "directory"]
             ["source_key", "held", "send", "source_key_removed", "released"],
         ),
         (
-            {"mode": "replica", "wipe": "db2"},
+            {"mode": "replica", "wipe": True},
             TARGET_BEFORE
-            + ["mariadb_replica", "read_only", "replica", "authorized_key_removed", "replaced_destroyed"]
+            + [
+                "mariadb_replica",
+                "read_only",
+                "replicates_from",
+                "authorized_key_removed",
+                "replaced_destroyed",
+            ]
             + ["first_taken"],
             ["source_key", "held", "send", "source_key_removed", "released"],
         ),
     ],
 )
 def test_the_target_and_the_backup_host_pass_every_step(wired, params, on_target, on_backup):
-    arguments = {"target": "db2", **params}
+    arguments = {"host": "db2", **params}
     target, backup_host = wired("db2", **arguments), wired("backup1", **arguments)
     assert [op for _, op, _ in target] == [op for _, op, _ in backup_host]  # one sequence of steps
     for applies, op, kwargs in target + backup_host:
@@ -822,7 +829,7 @@ def test_the_target_and_the_backup_host_pass_every_step(wired, params, on_target
 
 
 def test_the_sends_and_the_replay_name_the_copy_and_the_binlogs(wired):
-    arguments = {"target": "db2", "mode": "standalone", "time": "2026-12-05 06:10:00+00"}
+    arguments = {"host": "db2", "mode": "standalone", "time": "2026-12-05 06:10:00+00"}
     steps = {
         op._inner.__name__ + str(i): kwargs
         for i, (applies, op, kwargs) in enumerate(wired("backup1", **arguments))

@@ -77,7 +77,7 @@ def test_a_moment_is_handed_to_postgresql_in_utc():
 
 
 def test_a_replica_is_restored_as_a_standby_of_the_newest_backup(configs):
-    plan = plan_of(configs, target="pg2", mode="replica")
+    plan = plan_of(configs, host="pg2", mode="replica")
     assert (plan.target.name, plan.repository.name, plan.primary.name) == ("pg2", "backup1", "pg1")
     assert (plan.stanza, plan.data_directory, plan.wal_directory) == ("postgresql", DATA, WAL)
     assert plan.options() == ["--delta", f"--link-map=pg_wal={WAL}", "--type=standby"]
@@ -85,7 +85,7 @@ def test_a_replica_is_restored_as_a_standby_of_the_newest_backup(configs):
 
 
 def test_a_standalone_copy_recovers_to_a_moment_then_promotes(configs):
-    plan = plan_of(configs, target="pg2", mode="standalone", time="2026-12-05 08:10:00+02")
+    plan = plan_of(configs, host="pg2", mode="standalone", time="2026-12-05 08:10:00+02")
     assert plan.options() == [
         "--delta",
         f"--link-map=pg_wal={WAL}",
@@ -97,7 +97,7 @@ def test_a_standalone_copy_recovers_to_a_moment_then_promotes(configs):
 
 
 def test_a_standalone_copy_of_a_named_backup_ends_where_it_ends(configs):
-    plan = plan_of(configs, target="pg2", mode="standalone", backup="20261205-061000F", wipe="pg2")
+    plan = plan_of(configs, host="pg2", mode="standalone", backup="20261205-061000F", wipe=True)
     assert plan.wipe
     assert plan.options() == [
         "--delta",
@@ -110,7 +110,7 @@ def test_a_standalone_copy_of_a_named_backup_ends_where_it_ends(configs):
 
 
 def test_a_standalone_copy_of_the_newest_backup(configs):
-    plan = plan_of(configs, target="pg1", mode="standalone")
+    plan = plan_of(configs, host="pg1", mode="standalone")
     assert plan.options() == [
         "--delta",
         f"--link-map=pg_wal={WAL}",
@@ -131,39 +131,39 @@ def test_a_missing_target_is_a_problem(configs):
     plan, problems = planned(configs, mode="replica")
     p = only(problems)
     assert plan is None
-    assert problem_parts(p) == (None, "target", None)
-    assert p.message == "missing" and p.fix == "run with --data target=HOST"
+    assert problem_parts(p) == (None, "host", None)
+    assert p.message == "missing" and p.fix == "run with --data host=HOST"
 
 
 def test_an_unknown_target_is_a_problem(configs):
-    p = only(planned(configs, target="pg9", mode="replica")[1])
-    assert problem_parts(p) == (None, "target", "pg9")
+    p = only(planned(configs, host="pg9", mode="replica")[1])
+    assert problem_parts(p) == (None, "host", "pg9")
     assert "not a host of the inventory" in p.message and "PostgreSQL host" in p.fix
 
 
 def test_a_mariadb_target_is_not_postgresql_s_to_plan(configs):
     """day2.restore.run hands a MariaDB target to day2/restore_mariadb.py before this."""
-    p = only(planned(configs, target="db2", mode="replica")[1])
-    assert problem_parts(p) == ("db2", "target", "db2")
+    p = only(planned(configs, host="db2", mode="replica")[1])
+    assert problem_parts(p) == ("db2", "host", "db2")
     assert p.message == "not a PostgreSQL host (mariadb)" and "MariaDB" in p.fix
 
 
 def test_the_backup_host_is_no_target(configs):
-    p = only(planned(configs, target="backup1", mode="standalone")[1])
-    assert problem_parts(p) == ("backup1", "target", "backup1")
+    p = only(planned(configs, host="backup1", mode="standalone")[1])
+    assert problem_parts(p) == ("backup1", "host", "backup1")
     assert p.message == "not a PostgreSQL host (backup)"
 
 
 @pytest.mark.parametrize("mode", [None, "copy", "REPLICA"])
 def test_the_mode_is_replica_or_standalone(configs, mode):
-    p = only(planned(configs, target="pg2", mode=mode)[1])
+    p = only(planned(configs, host="pg2", mode=mode)[1])
     assert problem_parts(p) == ("pg2", "mode", mode)
     assert p.message == "not a way to restore" and '"replica"' in p.fix and '"standalone"' in p.fix
 
 
 def test_without_a_backup_host_there_is_no_repository(configs):
     del configs["backup1"]
-    plan, problems = planned(configs, active=EVERYONE - {"backup1"}, target="pg2", mode="replica")
+    plan, problems = planned(configs, active=EVERYONE - {"backup1"}, host="pg2", mode="replica")
     p = only(problems)
     assert plan is None
     assert problem_parts(p) == ("pg2", "inventory", None)
@@ -171,55 +171,49 @@ def test_without_a_backup_host_there_is_no_repository(configs):
 
 
 def test_a_replica_restore_needs_the_target_declared_a_replica(configs):
-    problems = planned(configs, target="pg1", mode="replica")[1]
+    problems = planned(configs, host="pg1", mode="replica")[1]
     found = {p.key: p for p in problems}
-    assert sorted(found) == ["role", "target"]
+    assert sorted(found) == ["host", "role"]
     assert problem_parts(found["role"]) == ("pg1", "role", "primary")
     assert "mode=standalone" in found["role"].fix
-    assert found["target"].message == "is the group's declared primary"
-    assert "switchover" in found["target"].fix
+    assert found["host"].message == "is the group's declared primary"
+    assert "switchover" in found["host"].fix
 
 
 def test_a_replica_of_another_host_is_no_replica_of_the_group(configs, fleet):
     fleet["pg2"]["primary"] = "pg9"
     configs["pg2"] = HostConfig.from_data("pg2", fleet["pg2"])
-    p = only(planned(configs, target="pg2", mode="replica")[1])
+    p = only(planned(configs, host="pg2", mode="replica")[1])
     assert problem_parts(p) == ("pg2", "role", "replica")
 
 
 def test_a_replica_replays_to_the_newest_wal_not_to_a_moment(configs):
-    p = only(planned(configs, target="pg2", mode="replica", time="2026-12-05 06:10:00+00")[1])
+    p = only(planned(configs, host="pg2", mode="replica", time="2026-12-05 06:10:00+00")[1])
     assert problem_parts(p) == ("pg2", "time", "2026-12-05 06:10:00+00")
     assert "newest WAL" in p.message and "mode=standalone" in p.fix
 
 
 def test_a_moment_without_an_offset_is_a_problem(configs):
-    p = only(planned(configs, target="pg2", mode="standalone", time="2026-12-05 06:10:00")[1])
+    p = only(planned(configs, host="pg2", mode="standalone", time="2026-12-05 06:10:00")[1])
     assert problem_parts(p) == ("pg2", "time", "2026-12-05 06:10:00")
     assert p.message == "not a moment (no UTC offset)" and "+00" in p.fix
 
 
 def test_a_moment_in_the_future_is_a_problem(configs):
-    p = only(planned(configs, target="pg2", mode="standalone", time="2026-12-06 12:00:01+00")[1])
+    p = only(planned(configs, host="pg2", mode="standalone", time="2026-12-06 12:00:01+00")[1])
     assert problem_parts(p) == ("pg2", "time", "2026-12-06 12:00:01+00")
     assert p.message == "is in the future (now 2026-12-06 12:00:00.000000+00)"
-    assert plan_of(configs, target="pg2", mode="standalone", time="2026-12-06 12:00:00+00").time == NOW
+    assert plan_of(configs, host="pg2", mode="standalone", time="2026-12-06 12:00:00+00").time == NOW
 
 
 def test_a_moment_and_a_backup_together_are_a_problem(configs):
     p = only(
         planned(
-            configs, target="pg2", mode="standalone", time="2026-12-05 06:10:00+00", backup="20261205-061000F"
+            configs, host="pg2", mode="standalone", time="2026-12-05 06:10:00+00", backup="20261205-061000F"
         )[1]
     )
     assert problem_parts(p) == ("pg2", "backup", "20261205-061000F")
     assert "pgBackRest picks the backup" in p.fix
-
-
-def test_wipe_must_name_the_target(configs):
-    p = only(planned(configs, target="pg2", mode="replica", wipe="pg1")[1])
-    assert problem_parts(p) == ("pg2", "wipe", "pg1")
-    assert p.message == "names another host than the target (pg2)" and p.fix.startswith("--data wipe=pg2")
 
 
 @pytest.mark.parametrize(
@@ -228,29 +222,29 @@ def test_wipe_must_name_the_target(configs):
 )
 def test_limit_must_include_the_target_the_backup_host_and_the_primary(configs, left_out, named):
     active = EVERYONE - left_out
-    p = only(planned(configs, active=active, target="pg2", mode="replica")[1])
+    p = only(planned(configs, active=active, host="pg2", mode="replica")[1])
     assert problem_parts(p) == ("pg2", "--limit", ",".join(sorted(active)))
     assert p.message == f"leaves out {named}"
     assert p.fix
 
 
 def test_limit_to_the_three_hosts_needed_is_enough(configs):
-    assert plan_of(configs, target="pg2", mode="replica").target.name == "pg2"
-    assert planned(configs, active={"pg1", "pg2", "backup1"}, target="pg2", mode="replica")[1] == []
+    assert plan_of(configs, host="pg2", mode="replica").target.name == "pg2"
+    assert planned(configs, active={"pg1", "pg2", "backup1"}, host="pg2", mode="replica")[1] == []
 
 
 def test_every_plan_problem_is_reported_at_once(configs):
     plan, problems = planned(
         configs,
         active={"pg2"},
-        target="pg2",
+        host="pg2",
         mode="replica",
         time="2030-01-01 00:00:00+00",
         backup="x",
-        wipe="pg1",
+        wipe=True,
     )
     assert plan is None
-    assert [p.key for p in problems] == ["time", "time", "backup", "wipe", "--limit"]
+    assert [p.key for p in problems] == ["time", "time", "backup", "--limit"]
     assert all(p.host == "pg2" and p.message and p.fix for p in problems)
 
 
@@ -290,9 +284,9 @@ def live(plan, info=INFO, state=EMPTY_DIR, target_live=None, primary_live=PRIMAR
 
 
 def test_a_restore_into_an_empty_directory_from_a_stanza_with_backups_is_fine(configs):
-    plan = plan_of(configs, target="pg2", mode="replica")
+    plan = plan_of(configs, host="pg2", mode="replica")
     assert live(plan) == []
-    assert live(plan_of(configs, target="pg2", mode="standalone", time="2026-12-05 07:00:00+00")) == []
+    assert live(plan_of(configs, host="pg2", mode="standalone", time="2026-12-05 07:00:00+00")) == []
 
 
 @pytest.mark.parametrize(
@@ -301,45 +295,45 @@ def test_a_restore_into_an_empty_directory_from_a_stanza_with_backups_is_fine(co
     ids=["no-pgbackrest", "missing-stanza"],
 )
 def test_a_stanza_not_in_the_repository_is_a_problem(configs, info):
-    p = only(live(plan_of(configs, target="pg2", mode="replica"), info=info))
+    p = only(live(plan_of(configs, host="pg2", mode="replica"), info=info))
     assert problem_parts(p) == ("backup1", "stanza postgresql", None)
     assert p.message == "not in the repository" and "backup host" in p.fix
 
 
 def test_a_stanza_without_backups_is_a_problem(configs):
     info = {"status": 2, "message": "no valid backups", "backups": [], "archive": {}}
-    p = only(live(plan_of(configs, target="pg2", mode="replica"), info=info))
+    p = only(live(plan_of(configs, host="pg2", mode="replica"), info=info))
     assert problem_parts(p) == ("backup1", "stanza postgresql", "no valid backups")
     assert p.message == "holds no backup" and p.fix.startswith("converge")
 
 
 def test_an_unknown_backup_label_is_a_problem(configs):
-    plan = plan_of(configs, target="pg2", mode="standalone", backup="20261201-010000F")
+    plan = plan_of(configs, host="pg2", mode="standalone", backup="20261201-010000F")
     p = only(live(plan))
     assert problem_parts(p) == ("backup1", "backup", "20261201-010000F")
     assert p.fix == "one of 20261205-061000F, 20261205-061000F_20261206-010002I"
-    assert live(plan_of(configs, target="pg2", mode="standalone", backup="20261205-061000F")) == []
+    assert live(plan_of(configs, host="pg2", mode="standalone", backup="20261205-061000F")) == []
 
 
 def test_a_moment_before_the_oldest_backup_s_end_is_a_problem(configs):
-    plan = plan_of(configs, target="pg2", mode="standalone", time="2026-12-05 06:10:11+00")
+    plan = plan_of(configs, host="pg2", mode="standalone", time="2026-12-05 06:10:11+00")
     p = only(live(plan))
     assert problem_parts(p) == ("backup1", "time", "2026-12-05 06:10:11.000000+00")
     assert p.message == "is before the end of the oldest backup (2026-12-05 06:10:12.000000+00)"
     assert p.fix
-    at_the_end = plan_of(configs, target="pg2", mode="standalone", time="2026-12-05 06:10:12+00")
+    at_the_end = plan_of(configs, host="pg2", mode="standalone", time="2026-12-05 06:10:12+00")
     assert live(at_the_end) == []
 
 
 def test_a_target_without_postgresql_is_a_problem(configs):
     state = {**EMPTY_DIR, "installed": False}
-    p = only(live(plan_of(configs, target="pg2", mode="replica"), state=state))
+    p = only(live(plan_of(configs, host="pg2", mode="replica"), state=state))
     assert problem_parts(p) == ("pg2", "server", None)
     assert p.message == "PostgreSQL is not installed" and p.fix == "converge the host first"
 
 
 def test_the_declared_primary_running_as_primary_is_never_restored_over(configs):
-    plan = plan_of(configs, target="pg1", mode="standalone", wipe="pg1")
+    plan = plan_of(configs, host="pg1", mode="standalone", wipe=True)
     p = only(live(plan, state=HOLDS_DB, target_live=PRIMARY, primary_live=None))
     assert problem_parts(p) == ("pg1", "server", "primary")
     assert p.message == "is its group's declared primary"
@@ -347,21 +341,21 @@ def test_the_declared_primary_running_as_primary_is_never_restored_over(configs)
 
 
 def test_a_promoted_standalone_copy_is_replaced_with_wipe(configs):
-    plan = plan_of(configs, target="pg2", mode="replica", wipe="pg2")
+    plan = plan_of(configs, host="pg2", mode="replica", wipe=True)
     assert live(plan, state=HOLDS_DB, target_live=PRIMARY, primary_live=PRIMARY) == []
 
 
 def test_a_promoted_standalone_copy_is_kept_without_wipe(configs):
-    plan = plan_of(configs, target="pg2", mode="replica")
+    plan = plan_of(configs, host="pg2", mode="replica")
     p = only(live(plan, state=HOLDS_DB, target_live=PRIMARY, primary_live=PRIMARY))
     assert problem_parts(p) == ("pg2", "data directory", DATA)
     assert p.message == "holds a PostgreSQL 15 database (running)"
-    assert p.fix == "--data wipe=pg2 to replace it"
+    assert p.fix == "--data wipe=yes to replace it"
 
 
 def test_a_live_primary_while_the_declared_one_is_a_standby_is_refused(configs):
     """After a failover the target is its group's primary: the inventory is out of date."""
-    plan = plan_of(configs, target="pg2", mode="standalone", wipe="pg2")
+    plan = plan_of(configs, host="pg2", mode="standalone", wipe=True)
     p = only(live(plan, state=HOLDS_DB, target_live=PRIMARY, primary_live=STANDBY))
     assert problem_parts(p) == ("pg2", "server", "primary")
     assert p.message == "is a primary, and pg1 is not"
@@ -369,25 +363,25 @@ def test_a_live_primary_while_the_declared_one_is_a_standby_is_refused(configs):
 
 
 def test_a_live_primary_while_the_declared_one_is_down_is_refused(configs):
-    plan = plan_of(configs, target="pg2", mode="standalone", wipe="pg2")
+    plan = plan_of(configs, host="pg2", mode="standalone", wipe=True)
     p = only(live(plan, state=HOLDS_DB, target_live=PRIMARY, primary_live=None))
     assert problem_parts(p) == ("pg2", "server", "primary")
 
 
 def test_a_data_directory_holding_a_database_needs_wipe(configs):
     stopped = {**HOLDS_DB, "active": "inactive"}
-    plan = plan_of(configs, target="pg2", mode="replica")
+    plan = plan_of(configs, host="pg2", mode="replica")
     p = only(live(plan, state=stopped, target_live=None))
     assert problem_parts(p) == ("pg2", "data directory", DATA)
     assert p.message == "holds a PostgreSQL 15 database (stopped)"
     standby = only(live(plan, state=HOLDS_DB, target_live=STANDBY))
     assert standby.message == "holds a PostgreSQL 15 database (running)"
-    wiped = plan_of(configs, target="pg2", mode="replica", wipe="pg2")
+    wiped = plan_of(configs, host="pg2", mode="replica", wipe=True)
     assert live(wiped, state=stopped) == [] and live(wiped, state=HOLDS_DB, target_live=STANDBY) == []
 
 
 def test_every_live_problem_is_reported_at_once(configs):
-    plan = plan_of(configs, target="pg2", mode="standalone", backup="nope")
+    plan = plan_of(configs, host="pg2", mode="standalone", backup="nope")
     info = {**INFO}
     problems = live(plan, info=info, state={**HOLDS_DB, "installed": False}, target_live=None)
     assert [(p.host, p.key) for p in problems] == [
@@ -401,7 +395,7 @@ def test_every_live_problem_is_reported_at_once(configs):
 
 
 def test_the_report_of_a_standalone_copy_says_how_to_put_it_back(configs):
-    plan = plan_of(configs, target="pg2", mode="standalone", time="2026-12-05 06:10:00+00")
+    plan = plan_of(configs, host="pg2", mode="standalone", time="2026-12-05 06:10:00+00")
     lines = restore.report_lines(
         plan, ["last transaction replayed: 2026-12-05 06:09:59.8+00, ...", ""], timedelta(seconds=42)
     )
@@ -411,21 +405,21 @@ def test_the_report_of_a_standalone_copy_says_how_to_put_it_back(configs):
         "    last transaction replayed: 2026-12-05 06:09:59.8+00, ...",
         "    took 0:00:42",
         "    pg2 runs on its own (promoted, archiving nothing), outside its group; to put it back:",
-        "      pyinfra INVENTORY runbooks/restore.py --data target=pg2 --data mode=replica --data wipe=pg2",
+        "      pyinfra INVENTORY runbooks/restore.py --data host=pg2 --data mode=replica --data wipe=yes",
     ]
 
 
 def test_the_report_names_the_backup_restored(configs):
     named = restore.report_lines(
-        plan_of(configs, target="pg2", mode="standalone", backup="20261205-061000F"), [], "1s"
+        plan_of(configs, host="pg2", mode="standalone", backup="20261205-061000F"), [], "1s"
     )
     assert named[0].endswith("stanza postgresql: backup 20261205-061000F")
-    newest = restore.report_lines(plan_of(configs, target="pg2", mode="standalone"), [], "1s")
+    newest = restore.report_lines(plan_of(configs, host="pg2", mode="standalone"), [], "1s")
     assert newest[0].endswith(": backup newest")
 
 
 def test_the_report_of_a_replica(configs):
-    lines = restore.report_lines(plan_of(configs, target="pg2", mode="replica"), ["in recovery: true"], "3s")
+    lines = restore.report_lines(plan_of(configs, host="pg2", mode="replica"), ["in recovery: true"], "3s")
     assert lines == [
         "==> restore of pg2 (replica) from backup1's repository, stanza postgresql: "
         "the newest backup, then the archive",
@@ -438,7 +432,7 @@ def test_the_report_of_a_replica(configs):
 
 
 def test_the_restore_runs_pgbackrest_as_postgres_with_the_plan_s_options(configs):
-    plan = plan_of(configs, target="pg2", mode="standalone", time="2026-12-05 06:10:00+00")
+    plan = plan_of(configs, host="pg2", mode="standalone", time="2026-12-05 06:10:00+00")
     commands, _ = run_operation(
         ops.restored, {}, stanza=plan.stanza, options=plan.options(), data_directory=plan.data_directory
     )

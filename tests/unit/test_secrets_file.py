@@ -136,6 +136,6 @@ def test_cli_reports_a_malformed_secrets_file_without_content(tmp_path):
         text=True,
         timeout=120,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # refused
     assert result.stderr == f"error: secrets file {path} line 2, column 1: not valid YAML. {FIX}\n"
     assert SECRET not in result.stdout + result.stderr

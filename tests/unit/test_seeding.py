@@ -16,10 +16,11 @@ from types import SimpleNamespace
 
 import pytest
 from pyinfra.api import FileUploadCommand, HiddenValue, OperationError, StringCommand
+from pyinfra.api.operation import OperationMeta
 from pyinfra.context import ctx_host
 from pyinfra.facts.files import FileContents
 
-from day2 import seeding
+from day2 import kit, seeding, transfer
 from facts.mariadb import MariadbReplicaStatus
 from facts.postgresql import PostgresqlCluster, PostgresqlControlData, PostgresqlLiveRole
 from facts.units import UnitState
@@ -160,7 +161,7 @@ def test_the_plan_names_every_dataset_and_snapshot(configs):
     assert log.live == "dbpool/datastore/postgresql-wal"
     assert (plan.full, plan.catchup) == ("dbzfs-seed-pg2-full", "dbzfs-seed-pg2-catchup")
     assert plan.marker == "dbzfs-seed:pg2:"
-    assert plan_of(configs, "db2", source="db3", wipe="db2").wipe is True
+    assert plan_of(configs, "db2", source="db3", wipe=True).wipe is True
 
 
 def test_the_seed_records_the_compression_its_received_blocks_carry(configs):
@@ -178,12 +179,11 @@ def test_the_seed_records_the_compression_its_received_blocks_carry(configs):
 @pytest.mark.parametrize(
     "replica, source, wipe, key, message",
     [
-        (None, None, None, "replica", "missing"),
-        ("db9", None, None, "replica", "not a host of the inventory"),
+        (None, None, None, "host", "missing"),
+        ("db9", None, None, "host", "not a host of the inventory"),
         ("db1", None, None, "role", "not declared a replica of a primary of its group"),
         ("pg2", "db1", None, "source", "not a member of pg2's replication group"),
         ("pg2", "pg2", None, "source", "the replica itself"),
-        ("pg2", None, "pg1", "wipe", "names pg1, not the replica pg2"),
     ],
 )
 def test_the_plan_refuses_what_the_inventory_does_not_say(configs, replica, source, wipe, key, message):
@@ -275,14 +275,14 @@ def test_the_source_and_the_primary_must_answer_as_the_inventory_says(configs):
     assert problem.host == "db3" and "does not replicate" in problem.message
 
 
-def test_a_database_on_the_replica_is_replaced_only_when_wipe_names_it(configs):
+def test_a_database_on_the_replica_is_replaced_only_with_wipe(configs):
     plan = plan_of(configs, "pg2")
     holding = found_for(plan, replica_state={"pg_version": "15", "active": "active"})
     [problem] = seeding.live_problems(plan, holding)
     assert problem.host == "pg2" and problem.key == "wipe"
     assert problem.message == "its data directory holds a PostgreSQL 15 cluster (PostgreSQL running)"
-    assert problem.fix.startswith("re-run with --data wipe=pg2 to replace it")
-    assert seeding.live_problems(plan_of(configs, "pg2", wipe="pg2"), holding) == []
+    assert problem.fix.startswith("re-run with --data wipe=yes to replace it")
+    assert seeding.live_problems(plan_of(configs, "pg2", wipe=True), holding) == []
 
     plan = plan_of(configs, "db2")
     system_only = found_for(
@@ -370,15 +370,15 @@ def test_the_one_time_key_is_made_in_a_directory_that_is_gone_at_once(monkeypatc
         made.append(directory.name)
         return directory
 
-    monkeypatch.setattr(seeding.tempfile, "TemporaryDirectory", recording)
-    private, public = seeding.one_time_key("dbzfs-seed:pg2:test")
+    monkeypatch.setattr(transfer.tempfile, "TemporaryDirectory", recording)
+    private, public = transfer.one_time_key("dbzfs-seed:pg2:test")
     assert isinstance(private, HiddenValue) and "OPENSSH PRIVATE KEY" in private.unmask()
     assert public.startswith("ssh-ed25519 ") and public.endswith(" dbzfs-seed:pg2:test")
     assert made and not os.path.exists(made[0])
 
 
 def test_the_key_line_and_the_pinned_host_key():
-    expires = seeding.expiry(datetime(2026, 12, 1, 12, 30, tzinfo=UTC))
+    expires = transfer.expiry(datetime(2026, 12, 1, 12, 30, tzinfo=UTC))
     assert expires == "202612031230Z"
     line = ops.authorized_key_line(PUBLIC_KEY, "10.99.0.21", expires)
     assert line == (
@@ -1068,7 +1068,7 @@ def test_a_cut_send_resumes_from_the_token_and_counts_every_byte(tmp_path, wrapp
     assert sends == ["send -L -c dbpool/datastore/postgresql@dbzfs-seed-pg2-full", "send -t 1-abc-0"]
     assert (state / "received").read_text().split() == ["1500000"]
     [line] = result.stdout.splitlines()
-    size, seconds, count = seeding.sent([line])
+    size, seconds, count = transfer.sent([line])
     assert count == 1 and 2000000 <= size <= 3500000 and seconds >= 0
     assert not (tmp_path / "send.log").exists()
 
@@ -1150,8 +1150,8 @@ def test_the_report_gives_bytes_seconds_position_and_what_is_left(configs):
         "      zfs destroy -r dbpool/datastore/postgresql-replaced "
         "dbpool/datastore/postgresql-wal-replaced   (on pg2)",
     ]
-    wiped = seeding.report_lines(plan_of(configs, "pg2", wipe="pg2"), full, full, [])
-    assert wiped[-1] == "    pg2's datasets from before the seed were destroyed (--data wipe=pg2)"
+    wiped = seeding.report_lines(plan_of(configs, "pg2", wipe=True), full, full, [])
+    assert wiped[-1] == "    pg2's datasets from before the seed were destroyed (--data wipe=yes)"
 
 
 def test_a_failed_step_removes_that_hosts_key_at_once(configs, caplog):
@@ -1202,9 +1202,9 @@ def wired(monkeypatch, fleet):
             return list(hosts.values())
 
     current = SimpleNamespace(name=None, data=None)
-    for module in (seeding, engine):
+    for module in (seeding, engine, kit):
         monkeypatch.setattr(module, "inventory", Inventory())
-        monkeypatch.setattr(module, "host", current)
+    monkeypatch.setattr(engine, "host", current)
     monkeypatch.setattr(runtime, "_once", {})
     monkeypatch.setattr(seeding, "read_members", found_for)
     monkeypatch.setattr(seeding, "one_time_key", lambda comment: (HiddenValue(PRIVATE_KEY), PUBLIC_KEY))
@@ -1213,18 +1213,18 @@ def wired(monkeypatch, fleet):
 
     def step(applies, why_not, op, **kwargs):
         steps.append((applies, op, kwargs))
-        return SimpleNamespace(_hash=f"op{len(steps)}")
+        return OperationMeta(f"op{len(steps)}", None)
 
     monkeypatch.setattr(engine, "step", step)
     monkeypatch.setattr(
         mariadb, "role_config", lambda cfg: role_files.append((current.name, cfg.name, cfg.role))
     )
-    monkeypatch.setattr(seeding, "report_once", reports.append)
+    monkeypatch.setattr(kit, "report_once", lambda key, report: reports.append(report))
 
     def deploy(name, **arguments):
-        current.name, current.data = name, {**hosts[name].data, **arguments}
+        current.name, current.data = name, hosts[name].data
         steps.clear()
-        seeding.run()
+        seeding.run(arguments)
         return list(steps)
 
     deploy.role_files, deploy.reports = role_files, reports
@@ -1253,11 +1253,11 @@ REPLICA_AFTER = ["authorized_key_removed", "snapshots_destroyed", "replaced_dest
     "replica, primary, starts",
     [
         ("pg2", "pg1", ["directory", "secret_file", "postgresql_standby", "streams_from"]),
-        ("db2", "db1", ["mariadb_replica", "read_only", "replica"]),
+        ("db2", "db1", ["mariadb_replica", "read_only", "replicates_from"]),
     ],
 )
 def test_every_host_of_the_group_passes_every_step_with_valid_arguments(wired, replica, primary, starts):
-    arguments = {"replica": replica, "wipe": replica}
+    arguments = {"host": replica, "wipe": True}
     on_replica, on_primary = wired(replica, **arguments), wired(primary, **arguments)
     assert [op for _, op, _ in on_replica] == [op for _, op, _ in on_primary]  # one sequence of steps
     for applies, op, kwargs in on_replica + on_primary:
@@ -1273,13 +1273,13 @@ def test_every_host_of_the_group_passes_every_step_with_valid_arguments(wired, r
 
 
 def test_a_standby_source_leaves_the_slot_to_the_primary(wired):
-    arguments = {"replica": "pg2", "source": "pg3"}
+    arguments = {"host": "pg2", "source": "pg3"}
     assert acting(wired("pg1", **arguments)) == ["replication_slot"]
     assert acting(wired("pg3", **arguments)) == SOURCE_STEPS
 
 
 def test_hosts_of_other_groups_take_no_part(wired):
-    assert wired("db1", replica="pg2") == []
+    assert wired("db1", host="pg2") == []
 
 
 def test_the_report_is_printed_once_the_replica_did_the_last_step(configs, caplog):

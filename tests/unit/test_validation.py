@@ -282,7 +282,7 @@ def test_cli_rejects_a_bad_inventory_file(tmp_path):
         "]\n"
     )
     result = run_cli(inventory, {})
-    assert result.returncode == 1
+    assert result.returncode == 2  # refused
     err = result.stderr
     assert "db1: drive_count = 23" in err
     assert "db2: primary = 'db7': no such host" in err

@@ -97,7 +97,8 @@ def test_a_setting_name_that_is_not_a_string(fleet):
 
 
 def test_every_documented_key_is_typed_and_read():
-    """group_data/all.py documents exactly the keys validation knows, and HostConfig reads each."""
+    """model/keys.py defines (and group_data/all.py hands pyinfra) exactly the keys validation
+    knows, and HostConfig reads each."""
     assert set(DEFAULTS) == KNOWN_KEYS == set(KEY_TYPES)
     source = (REPO / "model" / "hostdata.py").read_text()
     unread = [k for k in KNOWN_KEYS if not re.search(rf'(data, |data\.get\()"{k}"', source)]

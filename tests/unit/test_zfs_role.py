@@ -7,7 +7,7 @@ import pytest
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.context import ctx_host
 
-from facts.drives import DrivesByPattern
+from facts.drives import BlockDevices, DrivesByPattern
 from facts.zfs import ZpoolTopology
 from model.hostdata import HostConfig
 from roles import zfs
@@ -51,8 +51,16 @@ def pool_calls(monkeypatch):
     return calls
 
 
-def run_pool(found, topology, cfg=None):
-    host = FakeHost({DrivesByPattern: found, ZpoolTopology: topology})
+def devices(*present):
+    """BlockDevices' stub: the drives that are there (by any of their names) resolve."""
+    there = {path: f"/dev/nvme{n}n1" for n, path in enumerate(dict.fromkeys(p for ps in present for p in ps))}
+    return lambda paths: {path: there[path] for path in paths if path in there}
+
+
+def run_pool(found, topology, cfg=None, present=()):
+    host = FakeHost(
+        {DrivesByPattern: found, ZpoolTopology: topology, BlockDevices: devices(found or [], present)}
+    )
     with ctx_host.use(host):
         zfs.pool._inner(cfg or db1())
     return host
@@ -83,7 +91,7 @@ def test_existing_pool_short_of_a_drive_is_left_as_it_is(pool_calls, caplog):
     assert f"{drive(8)} is UNAVAIL (was {drive(8)}-part1)" in warning
     assert warning.endswith(
         ". The pool is left as it is; put a new drive in and replace the missing one: pyinfra "
-        "INVENTORY runbooks/replace_drive.py --data on=db1.example.net --data old=OLD --data new=NEW "
+        "INVENTORY runbooks/replace_drive.py --data host=db1.example.net --data old=OLD --data new=NEW "
         "(README: Replacing a drive)."
     )
 
@@ -95,6 +103,64 @@ def test_missing_spare_is_named_too(pool_calls, caplog):
     [warning] = warnings(caplog)
     assert "pool dbpool is ONLINE " in warning
     assert f"missing from /dev/disk/by-id: {drive(24)}. The pool is left" in warning
+
+
+# Issue 45: drive 8 pulled, and a drive of another model put in its bay, which ZED's autoreplace
+# resilvered into the pool: the pool is ONLINE with its spares AVAIL, drive_pattern matches 23.
+OTHER_MODEL = "/dev/disk/by-id/nvme-SAMSUNG_MZQL23T8HCLS-00A07_S64HNE0T500123"
+AUTOREPLACED = ZpoolTopology().process(
+    [
+        line.replace(f"{drive(8)}-part1", f"{OTHER_MODEL}-part1")
+        for line in fixture_lines("zfs/zpool_status_healthy.txt")
+    ]
+)
+
+
+def test_a_drive_autoreplace_took_in_outside_drive_pattern_is_named_not_called_missing(pool_calls, caplog):
+    caplog.set_level(logging.WARNING, logger="pyinfra")
+    host = run_pool(WITHOUT_8, AUTOREPLACED, present=[OTHER_MODEL])
+    assert pool_calls == []
+    [warning] = warnings(caplog)
+    assert warning == (
+        f"[db1.example.net] pool dbpool is ONLINE and drive_pattern {PATTERN!r} matches 23 drive(s), "
+        f"drive_count is 24; the pool holds 1 drive(s) the inventory does not name: {OTHER_MODEL} "
+        "(/dev/nvme23n1) (there and in the pool, outside drive_pattern: e.g. a replacement drive of "
+        "another model or serial that autoreplace took into a failed drive's bay). The pool is left "
+        "as it is; no drive needs replacing for that: change the host's inventory so that it names the "
+        f"pool's drives: widen drive_pattern to match {OTHER_MODEL} too, or list the pool's drives in "
+        "`drives` (zpool status -P dbpool) instead of drive_pattern and drive_count (README: Replacing "
+        "a drive)."
+    )
+    assert "missing" not in warning and "put a new drive in" not in warning
+    # Whether the pool's drives outside the pattern are there is asked of the host, once.
+    [(_, _, asked)] = [call for call in host.fact_calls if call[0] is BlockDevices]
+    assert asked["paths"][0] == OTHER_MODEL
+
+
+def test_a_drive_truly_gone_is_still_called_missing(pool_calls, caplog):
+    caplog.set_level(logging.WARNING, logger="pyinfra")
+    run_pool(WITHOUT_8, DEGRADED)
+    [warning] = warnings(caplog)
+    assert f"pool drives missing from /dev/disk/by-id: {drive(8)}; " in warning
+    assert "does not name" not in warning and "widen drive_pattern" not in warning
+    assert (
+        "put a new drive in and replace the missing one: pyinfra INVENTORY runbooks/replace_drive.py"
+        in warning
+    )
+
+
+def test_a_drive_outside_the_pattern_and_one_gone_are_both_said(pool_calls, caplog):
+    """Drive 8 replaced by another model, and drive 3's link gone: each is said for what it is."""
+    caplog.set_level(logging.WARNING, logger="pyinfra")
+    found = [d for d in WITHOUT_8 if d != drive(3)]
+    run_pool(found, AUTOREPLACED, present=[OTHER_MODEL])
+    [warning] = warnings(caplog)
+    assert f"the pool holds 1 drive(s) the inventory does not name: {OTHER_MODEL} (" in warning
+    assert f"; pool drives missing from /dev/disk/by-id: {drive(3)}." in warning
+    assert f"widen drive_pattern to match {OTHER_MODEL} too" in warning
+    assert (
+        "and put a new drive in for the missing one: pyinfra INVENTORY runbooks/replace_drive.py" in warning
+    )
 
 
 def test_no_pool_and_23_drives_is_refused_as_before(pool_calls):
@@ -138,7 +204,8 @@ def test_storage_converges_the_rest_when_the_pool_is_left(monkeypatch, pool_call
     monkeypatch.setattr(zfs, "pool", zfs.pool._inner)
     for step in ("datasets", "module_parameters", "scrub_and_capacity"):
         monkeypatch.setattr(zfs, step, lambda cfg, step=step: done.append(step))
-    with ctx_host.use(FakeHost({DrivesByPattern: WITHOUT_8, ZpoolTopology: DEGRADED})):
+    facts = {DrivesByPattern: WITHOUT_8, ZpoolTopology: DEGRADED, BlockDevices: devices(WITHOUT_8)}
+    with ctx_host.use(FakeHost(facts)):
         zfs.storage._inner()
     assert pool_calls == []
     assert done == ["datasets", "module_parameters", "scrub_and_capacity"]

@@ -3,7 +3,7 @@ import logging
 import pytest
 from pyinfra.api import OperationError, OperationValueError
 
-from facts.drives import DriveState
+from facts.drives import BlockDevices, DriveState
 from facts.zfs import ZpoolProperties, ZpoolTopology
 from operations import zpool
 
@@ -442,12 +442,68 @@ def test_a_new_drive_waiting_for_its_replace_is_warned_about_not_refused(caplog)
     # Drive 8 is gone (UNAVAIL) and drive 30, blank, sits in its bay.
     found = [n for n in range(1, 25) if n != 8] + [30]
     vdevs, spares = sorted_layout([drive(n) for n in found])
-    commands, _ = run(existing_pool_facts("zfs/zpool_status_degraded.txt"), vdevs, spares, exact_pairs=False)
+    facts = existing_pool_facts("zfs/zpool_status_degraded.txt")
+    facts[BlockDevices] = block_devices({drive(n): n for n in found})
+    commands, _ = run(facts, vdevs, spares, exact_pairs=False)
     assert commands == []
-    warnings = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
-    assert f"pool dbpool does not hold {drive(30)}, which the host's drive_pattern matches" in warnings
-    assert f"the pool's drives not found: {drive(8)}" in warnings
-    assert "runbooks/replace_drive.py --data on=db1.example.net --data old=OLD --data new=NEW" in warnings
+    [warning] = [r.getMessage() for r in caplog.records if "does not hold" in r.getMessage()]
+    assert warning == (
+        f"[db1.example.net] pool dbpool does not hold {drive(30)}, which the host's drive_pattern "
+        f"matches; the pool's drives not found: {drive(8)}. The pool is left as it is; to put the new "
+        "drive in: pyinfra INVENTORY runbooks/replace_drive.py --data host=db1.example.net --data old=OLD "
+        "--data new=NEW"
+    )
+
+
+def block_devices(numbers):
+    """BlockDevices' stub: {path: n} of the drives that are there, each /dev/nvme<n>n1."""
+    return lambda paths: {p: f"/dev/nvme{numbers[p]}n1" for p in paths if p in numbers}
+
+
+def autoreplaced_as(name):
+    """The healthy pool with drive 8's place taken by `name` (autoreplace, or a replace by hand)."""
+    status = fixture_lines("zfs/zpool_status_healthy.txt")
+    return ZpoolTopology().process([line.replace(f"{drive(8)}-part1", f"{name}-part1") for line in status])
+
+
+def test_the_new_drive_in_the_pool_under_another_of_its_names_is_not_a_drive_to_put_in(caplog):
+    """ZED's autoreplace names the new drive by one of its /dev/disk/by-id links; drive_pattern
+    matches another of them: one drive, there and in the pool."""
+    caplog.set_level(logging.WARNING, logger="pyinfra")
+    eui = "/dev/disk/by-id/nvme-eui.0025388b91c3a930"
+    facts = existing_pool_facts()
+    facts[ZpoolTopology] = autoreplaced_as(eui)
+    found = [drive(n) for n in range(1, 25) if n != 8] + [drive(30)]
+    facts[BlockDevices] = block_devices({**{drive(n): n for n in range(1, 25)}, drive(30): 8, eui: 8})
+    vdevs, spares = sorted_layout(found)
+    commands, host = run(facts, vdevs, spares, exact_pairs=False)
+    assert commands == [] and host.noops == ["pool dbpool has the declared layout and properties"]
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning == (
+        f"[db1.example.net] {drive(30)}, which the host's drive_pattern matches, is in pool dbpool as "
+        f"{eui} (the same drive, /dev/nvme8n1). The pool is left as it is; nothing needs replacing; to "
+        "name the drives as the pool does, list them in `drives` (zpool status -P dbpool)"
+    )
+
+
+def test_a_drive_of_the_pool_outside_the_pattern_is_named_as_such(caplog):
+    """The pattern matches 24 drives, one of them blank and not in the pool, which holds a drive of
+    another model in drive 8's place: that drive is there, the inventory must name it."""
+    caplog.set_level(logging.WARNING, logger="pyinfra")
+    other = "/dev/disk/by-id/nvme-SAMSUNG_MZQL23T8HCLS-00A07_S64HNE0T500123"
+    facts = existing_pool_facts()
+    facts[ZpoolTopology] = autoreplaced_as(other)
+    found = [drive(n) for n in range(1, 25) if n != 8] + [drive(30)]
+    facts[BlockDevices] = block_devices({**{d: n for n, d in enumerate(found)}, other: 40})
+    vdevs, spares = sorted_layout(found)
+    commands, _ = run(facts, vdevs, spares, exact_pairs=False)
+    assert commands == []
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"pool dbpool holds drive(s) the inventory does not name: {other} (/dev/nvme40n1)" in warning
+    assert f"pool dbpool does not hold {drive(30)}, which the host's drive_pattern matches; " in warning
+    assert "the pool's drives not found: none." in warning
+    assert f"widen drive_pattern to match {other} too, or list the pool's drives in `drives`" in warning
+    assert "replace_drive.py" not in warning  # nothing to replace: the drive is there
 
 
 def test_another_shape_is_still_refused_when_found_by_pattern():
