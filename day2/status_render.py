@@ -7,7 +7,9 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 
-ENGINE_NAMES = {"mariadb": "MariaDB", "postgresql": "PostgreSQL"}
+import engines
+
+ENGINE_NAMES = engines.by_engine("label")
 
 
 def render_json(report: Mapping) -> str:

@@ -34,6 +34,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import engines
 from model import keys, sizing
 from model.hostdata import HostConfig
 from model.sizing import GIB, KIB, MIB
@@ -42,8 +43,8 @@ if TYPE_CHECKING:
     from model.problems import Problem
 
 ENGINES = keys.choices("engine")  # "mariadb", "postgresql"
-VERSIONS = {"mariadb": "10.11", "postgresql": "15"}
-LABELS = {"mariadb": "MariaDB 10.11", "postgresql": "PostgreSQL 15"}
+VERSIONS = engines.by_engine("version")
+LABELS = {name: f"{e.label} {e.version}" for name, e in engines.ENGINES.items()}
 NAMES_FROM = {"mariadb": "`mariadbd --verbose --help`", "postgresql": "pg_settings"}
 DATA_DIR = Path(__file__).resolve().parent / "data"
 

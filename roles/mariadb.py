@@ -17,6 +17,7 @@ import ipaddress
 from pyinfra.api import deploy
 from pyinfra.operations import files, mysql
 
+import engines
 from model import secrets
 from model.hostdata import HostConfig
 from operations import mariadb as mariadb_ops, units
@@ -27,9 +28,9 @@ CONFIG = "/etc/mysql/mariadb.conf.d/90-dbzfs.cnf"
 # server keeps running (a changed CONFIG takes a restart; this file never does).
 ROLE_CONFIG = render.MARIADB_ROLE_CONFIG
 DROP_IN = "/etc/systemd/system/mariadb.service.d/dbzfs-zfs.conf"
-PACKAGES = ["mariadb-server", "mariadb-client"]
-SERVICE = "mariadb.service"
-SERVER_BINARY = "/usr/sbin/mariadbd"
+PACKAGES = list(engines.MARIADB.packages)
+SERVICE = engines.MARIADB.service
+SERVER_BINARY = engines.MARIADB.server_binary
 # The host's own server reads the candidate file; an unknown option or a refused value fails.
 CONFIG_CHECK = SERVER_BINARY + " --defaults-file={path} --verbose --help"
 # Database-level privileges of an application user on its database unless the data says

@@ -19,12 +19,13 @@ from pathlib import Path
 from pyinfra import inventory
 from pyinfra.api import deploy
 
+import engines
 from model.hostdata import HostConfig
 from operations import common, mariadb as mariadb_ops, postgresql as pg_ops, units
 from roles import monitoring_rules, render
 
 NODE_EXPORTER = "prometheus-node-exporter"
-ENGINE_EXPORTER = {"mariadb": "prometheus-mysqld-exporter", "postgresql": "prometheus-postgres-exporter"}
+ENGINE_EXPORTER = engines.by_engine("exporter_package")
 PROMETHEUS = "prometheus"
 # The system account Debian's exporter packages run as; also its database account.
 ACCOUNT = render.MONITORING_USER
@@ -128,7 +129,7 @@ def _engine_exporter_drop_in(cfg: HostConfig, package: str, address: str, why: s
         }
     else:
         exporter = {
-            "after": [f"postgresql@{render.PG_VERSION}-{render.PG_CLUSTER}.service"],
+            "after": [engines.POSTGRESQL.service],
             "environment": {
                 "DATA_SOURCE_NAME": f"user={ACCOUNT} host={PG_SOCKET_DIR} dbname=postgres sslmode=disable"
             },

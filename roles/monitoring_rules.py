@@ -68,6 +68,7 @@ from typing import NamedTuple
 
 import yaml
 
+import engines
 from model.hostdata import HostConfig
 
 
@@ -237,8 +238,8 @@ BACKUP_ALERTS = (
     "BinlogStreamFailing",
 )
 
-JOBS = {"mariadb": "mysqld", "postgresql": "postgres"}
-UP = {"mariadb": "mysql", "postgresql": "pg"}  # <prefix>_up: whether the exporter reaches its server
+JOBS = engines.by_engine("exporter_job")
+UP = engines.by_engine("up_metric_prefix")  # <prefix>_up: whether the exporter reaches its server
 # ArcMetadataHitRatioLow: the rate window, and the least demand metadata accesses per second over
 # it for the ratio to mean anything (a quiet host's few reads are no evidence).
 ARC_WINDOW = "30m"

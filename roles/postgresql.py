@@ -15,6 +15,7 @@ from pyinfra.api import HiddenValue, deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
+import engines
 from model import secrets
 from model.hostdata import HostConfig
 from operations import common, postgresql as pg, units
@@ -29,7 +30,7 @@ HOME = "/var/lib/postgresql"
 PASSFILE = render.PG_PASSFILE  # the walreceiver reads it (primary_conninfo names it), and the fence
 DROPIN = f"/etc/systemd/system/{UNIT}.d/zfs.conf"
 CREATECLUSTER_DROPIN = "/etc/postgresql-common/createcluster.d/dbzfs.conf"
-SERVER_BINARY = f"/usr/lib/postgresql/{VERSION}/bin/postgres"
+SERVER_BINARY = engines.POSTGRESQL.server_binary
 # The host's own server parses the candidate file (every setting's name and value) and prints
 # one setting; it refuses an unknown name or a bad value.
 CONFIG_CHECK = f"cd / && runuser -u postgres -- {SERVER_BINARY} --config-file={{path}} -C data_directory"
@@ -69,7 +70,7 @@ def install(cfg: HostConfig, group: engine.Group) -> None:
     # (archive_command: roles/pgbackrest.py).
     engine.packages(
         f"PostgreSQL {VERSION}, monitoring, sanoid and pgBackRest",
-        ["postgresql-common", f"postgresql-{VERSION}", f"postgresql-client-{VERSION}"]
+        list(engines.POSTGRESQL.packages)
         + monitoring.packages(cfg)
         + [snapshots.PACKAGE, pgbackrest.PACKAGE],
     )

@@ -11,19 +11,20 @@ from pathlib import Path
 
 import jinja2
 
+import engines
 from model.hostdata import HostConfig
 from model.sizing import GIB, KIB, MIB, Sizing
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
-PG_VERSION = 15
-PG_CLUSTER = "main"
-REPLICATION_USER = {"mariadb": "replicator", "postgresql": "replicator"}
+PG_VERSION = int(engines.POSTGRESQL.version)
+PG_CLUSTER = engines.POSTGRESQL.cluster
+REPLICATION_USER = engines.by_engine("replication_user")
 # The exporters' Unix account (Debian's prometheus packages create it) and database account.
 MONITORING_USER = "prometheus"
-MARIADB_PORT = 3306
+MARIADB_PORT = engines.MARIADB.port
 INNODB_PAGE = 16 * 1024  # innodb_page_size, MariaDB's default (not overridable here)
-PG_PORT = 5432
+PG_PORT = engines.POSTGRESQL.port
 PG_PASSFILE = "/var/lib/postgresql/.pgpass"  # the replication password, for standbys and the fence
 MARIADB_ROLE_CONFIG = "/etc/mysql/mariadb.conf.d/91-dbzfs-role.cnf"
 MARIADB_PEERS_CLIENT = "/etc/mysql/dbzfs-peers.cnf"  # the replication account, for the fence (0600)

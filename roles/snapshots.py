@@ -19,6 +19,7 @@ from pathlib import Path
 from pyinfra.api import deploy
 from pyinfra.operations import files
 
+import engines
 from host_scripts import db_snapshot
 from model.hostdata import HostConfig
 from operations import common, snapshots as snapshot_ops, units
@@ -45,10 +46,7 @@ UNIT_PATH = f"/etc/systemd/system/{UNIT}"
 METRICS = "/var/lib/prometheus/node-exporter/dbzfs_snapshots.prom"
 SANOID_CONF = "/etc/sanoid/sanoid.conf"
 SANOID_DROP_IN = "/etc/systemd/system/sanoid.service.d/dbzfs.conf"
-SERVER_UNIT = {
-    "mariadb": "mariadb.service",
-    "postgresql": f"postgresql@{render.PG_VERSION}-{render.PG_CLUSTER}.service",
-}
+SERVER_UNIT = engines.by_engine("service")
 
 
 def when(cfg: HostConfig, members: Sequence[HostConfig]) -> str | None:

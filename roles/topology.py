@@ -13,6 +13,7 @@ from __future__ import annotations
 from pyinfra import inventory
 from pyinfra.api.host import Host
 
+import engines
 from facts.mariadb import MariadbLiveRole
 from facts.postgresql import PostgresqlLiveRole
 from model.hostdata import HostConfig
@@ -22,7 +23,7 @@ from roles import engine
 
 FACTS = {"mariadb": MariadbLiveRole, "postgresql": PostgresqlLiveRole}
 # What a server that replicates from another is called, per engine.
-FOLLOWER = {"mariadb": "replica", "postgresql": "standby"}
+FOLLOWER = engines.by_engine("follower")
 
 
 def live_role(engine_name: str, fact: dict | None) -> dict | None:

@@ -3,6 +3,7 @@ pool, the engine's datasets, sized module parameters, a scrub schedule and a cap
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from pyinfra import host, logger
@@ -11,6 +12,7 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.server import Command, KernelVersion, LinuxDistribution
 from pyinfra.operations import apt, files, server
 
+import engines
 from facts.drives import DrivesByPattern
 from facts.zfs import ModuleRepositoryPackages, ZpoolProperties, ZpoolTopology
 from model.hostdata import HostConfig
@@ -21,10 +23,7 @@ from roles.engine import sized_for_this_host
 
 # The engine's service account, created here with the same attributes Debian's packages use so
 # that the dataset mountpoints can be owned by it before the server is installed.
-SERVICE_USERS = {
-    "mariadb": {"user": "mysql", "home": "/nonexistent", "shell": "/bin/false", "mode": "0750"},
-    "postgresql": {"user": "postgres", "home": "/var/lib/postgresql", "shell": "/bin/bash", "mode": "0755"},
-}
+SERVICE_USERS = {name: dataclasses.asdict(e.service_user) for name, e in engines.ENGINES.items()}
 
 
 def resolve_drives(cfg: HostConfig) -> list[str] | None:
