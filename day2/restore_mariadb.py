@@ -21,7 +21,7 @@ says what was).
 Pre-checks, before any host is changed (all problems at once): the target is a MariaDB host of an
 inventory with a backup host; the mode; the time parses, has its offset, is not in the future nor
 before the oldest copy, and the binlogs reach it (the newest file written at or after it: else the
-stream lags or stopped, BinlogStreamFailing); not both time and backup; wipe names the target; the
+stream lags or stopped, BinlogStreamFailing); not both time and backup; wipe is yes or no; the
 target is not its group's live primary nor its declared one; mode=replica needs it declared a
 replica of the group's primary; its datadir holds no database of its own unless wipe; its pool has
 room; nothing is in the way of the names used; --limit includes the target, the backup host and

@@ -87,7 +87,7 @@ def plan(hosts: Mapping[str, Mapping], only: set[str] | None = None) -> list[Ste
 
 def switchover_target(primary: str, replicas: Sequence[HostConfig], only: set[str] | None) -> str | None:
     """The replica a primary moves to while it is converged: its first replica this roll
-    converges before it, else its first replica (--hosts left them all out); None without one."""
+    converges before it, else its first replica (--limit left them all out); None without one."""
     own = [r.name for r in replicas if r.primary == primary]
     rolled = [name for name in own if only is None or name in only]
     return (rolled or own or [None])[0]

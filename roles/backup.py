@@ -15,7 +15,7 @@ host's data. host_scripts/backup_pull.py does the pulling (dbzfs-backup-pull.tim
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from pyinfra.api import HiddenValue, deploy
@@ -240,9 +240,19 @@ def takers(hosts: Sequence[HostConfig]) -> list[HostConfig]:
     ]
 
 
-def expected_copies(hosts: Sequence[HostConfig]) -> list[tuple[str, str]]:
-    """(source host, dataset role) of every copy the first pull must leave on the backup host."""
-    return [(h.name, role) for h in takers(hosts) for role in ("data", "log")]
+def expected_copies(
+    hosts: Sequence[HostConfig], active: Collection[str] | None = None
+) -> list[tuple[str, str]]:
+    """(source host, dataset role) of every copy the first pull must leave on the backup host:
+    of the takers in this run (`active`: the run's hosts, None for all), which took their first
+    snapshots earlier in it. A taker outside the run (--limit, or a replica declared but not
+    converged yet) may have none yet: its copies come with a later pull, not a failed converge."""
+    return [
+        (h.name, role)
+        for h in takers(hosts)
+        if active is None or h.name in active
+        for role in ("data", "log")
+    ]
 
 
 @deploy("Backup pulls")
@@ -272,7 +282,7 @@ def schedule() -> None:
         unit=UNIT,
         marker=METRICS,
         succeeded=SUCCEEDED,
-        expected=expected_copies(hosts) if is_backup else [],
+        expected=expected_copies(hosts, engine.active_names()) if is_backup else [],
     )
     if is_backup:
         units.current(

@@ -9,9 +9,9 @@ import tempfile
 from collections.abc import Sequence
 
 from pyinfra import host, inventory
-from pyinfra.api.exceptions import PyinfraError
 
 from model.hostdata import HostConfig
+from operations import runtime
 from roles import engine
 
 ROLE = "backup"
@@ -67,4 +67,4 @@ def secret_public_key(secret: str) -> str:
     try:
         return public_key(engine.secret(secret).unmask())
     except ValueError as exc:
-        raise PyinfraError(f"{host.name}: secret {secret!r}: {exc}") from None
+        raise runtime.Refused(f"{host.name}: secret {secret!r}: {exc}") from None

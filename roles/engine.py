@@ -196,3 +196,8 @@ def text_file(
 ) -> OperationMeta:
     """A file with text rendered by roles/render.py (e.g. a systemd drop-in)."""
     return common.config_file(name=name or dest, path=dest, content=text, user=user, group=group, mode=mode)
+
+
+def active_names() -> set[str]:
+    """The hosts taking part in this run: in --limit (when given) and connected."""
+    return {h.name for h in inventory.get_active_hosts()}

@@ -12,13 +12,12 @@ built, and the primary checks replication after its standbys have started.
 from __future__ import annotations
 
 from pyinfra.api import HiddenValue, deploy
-from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files
 
 import engines
 from model import secrets
 from model.hostdata import HostConfig
-from operations import common, postgresql as pg, units
+from operations import common, postgresql as pg, runtime, units
 from roles import backup, engine, fencing, monitoring, pgbackrest, render, snapshots
 
 VERSION = render.PG_VERSION
@@ -128,7 +127,7 @@ def database_grants(cfg: HostConfig) -> list[dict]:
     for user in cfg.db_users:
         target = user.get("database") or user["name"]
         if target not in result:
-            raise PyinfraError(
+            raise runtime.Refused(
                 f"{cfg.name}: db_users {user['name']!r} connects to database "
                 f"{target!r}, which is not in databases; declare it"
             )

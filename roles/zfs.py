@@ -8,7 +8,6 @@ from pathlib import Path
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import PyinfraError
 from pyinfra.facts.server import Command, KernelVersion, LinuxDistribution
 from pyinfra.operations import apt, files, server
 
@@ -45,9 +44,9 @@ def resolve_drives(cfg: HostConfig) -> list[str] | None:
     raise drive_count_refusal(cfg, found)
 
 
-def drive_count_refusal(cfg: HostConfig, found: list[str]) -> PyinfraError:
+def drive_count_refusal(cfg: HostConfig, found: list[str]) -> runtime.Refused:
     shown = ", ".join(p.rsplit("/", 1)[-1] for p in found[:6]) + (" ..." if len(found) > 6 else "")
-    return PyinfraError(
+    return runtime.Refused(
         f"{host.name}: drive_pattern {cfg.drive_pattern!r} matches {len(found)} drive(s) under "
         f"/dev/disk/by-id, drive_count is {cfg.drive_count} ({shown or 'none'}). Check the "
         "pattern (ls -l /dev/disk/by-id) or the hardware; nothing was changed."
@@ -93,10 +92,10 @@ def short_of_drives_warning(cfg: HostConfig, topology: dict, found: list[str]) -
         )
         if missing:
             text += f"; and put a new drive in for the missing one: {zpool.replace_runbook(host.name)}"
-        return text + " (README: Replacing a drive)."
+        return text + " (docs/runbooks/replace_drive.md)."
     return (
         text + f"put a new drive in and replace the missing one: {zpool.replace_runbook(host.name)} "
-        "(README: Replacing a drive)."
+        "(docs/runbooks/replace_drive.md)."
     )
 
 
@@ -115,7 +114,7 @@ def multipath_warning(cfg: HostConfig, multipath: str | None) -> str | None:
         f"({NVME_MULTIPATH} = Y): ZFS records no physical path for the pool's drives and ZED will "
         "not take a new drive put in a failed drive's bay. Boot with nvme_core.multipath=N "
         "(single-ported drives lose nothing), or replace drives with runbooks/replace_drive.py "
-        "(README: Replacing a drive)."
+        "(docs/runbooks/replace_drive.md)."
     )
 
 

@@ -4,10 +4,10 @@ the whole inventory's data validated once per run."""
 from __future__ import annotations
 
 from pyinfra import inventory, state
-from pyinfra.api.exceptions import PyinfraError
 
 import validation
 from model import secrets
+from operations import runtime
 
 _validated: set[int] = set()
 
@@ -22,9 +22,9 @@ def validate_inventory(parameters: tuple[str, ...] = ()) -> None:
     try:
         loaded = secrets.load()
     except secrets.SecretsError as exc:
-        raise PyinfraError(str(exc)) from None
+        raise runtime.Refused(str(exc)) from None
     data = {h.name: {k: v for k, v in h.data.dict().items() if k not in parameters} for h in inventory}
     problems = validation.validate(data, loaded)
     if problems:
-        raise PyinfraError("\n" + validation.format_problems(problems))
+        raise runtime.Refused("\n" + validation.format_problems(problems))
     _validated.add(id(state))

@@ -9,6 +9,7 @@ zfs-repo) run with this venv's Python; lab's subcommands with everything that ac
 tripwire.
 """
 
+import os
 import re
 import shutil
 import subprocess
@@ -210,9 +211,11 @@ def test_the_commands_run_the_moved_modules(tree):
     ]
 
 
-def test_deploy_is_refused_when_the_data_is(tree):
-    r = dbzfs(tree, "deploy", "inv.py", STUB_PYTHON_RC="1")
-    assert r.returncode == 2
+@pytest.mark.parametrize("validator_rc", [2, 1])
+def test_deploy_stops_with_the_validators_status_when_it_refuses_or_fails(tree, validator_rc):
+    """2: the validator refused the data; 1: it failed. Either way pyinfra never runs."""
+    r = dbzfs(tree, "deploy", "inv.py", STUB_PYTHON_RC=str(validator_rc))
+    assert r.returncode == validator_rc
     assert "no host was touched" in r.stderr
     assert [line for line in ran(tree) if line.startswith("pyinfra")] == []
 
@@ -406,3 +409,26 @@ def test_a_runbooks_help_is_pyinfras_and_runs_nothing(runbook):
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("Usage: pyinfra"), r.stdout[:200]
     assert "Connecting" not in r.stdout + r.stderr and "Loading" not in r.stdout + r.stderr
+
+
+def test_deploy_py_run_with_pyinfra_exits_2_on_refused_data(tmp_path):
+    """The convention holds without ./dbzfs too: pyinfra itself on deploy.py with data the
+    validation refuses stops before any operation with exit status 2 (pyinfra's own is 1). The
+    host is this machine (@local): nothing is connected to but a local shell, nothing is run."""
+    inventory = tmp_path / "inv.py"
+    inventory.write_text('hosts = [("@local", {"engine": "oracle", "role": "primary"})]\n')
+    secrets = tmp_path / "secrets.yml"
+    secrets.write_text("replication_password: x\n")
+    secrets.chmod(0o600)
+    r = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "pyinfra"), str(inventory), "deploy.py", "--dry"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DBZFS_SECRETS_FILE": str(secrets)},
+    )
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out[-3000:]
+    assert "engine = 'oracle': unknown engine" in out
+    assert "Detected changes" not in out

@@ -1,4 +1,4 @@
-"""The planned switchover (roles/switchover*.py, operations/mariadb_topology.py and
+"""The planned switchover (day2/switchover*.py, operations/mariadb_topology.py and
 postgresql_topology.py): its pre-checks refuse before any host is changed, the new roles and the
 inventory change it prints, and the commands that promote and re-point, against fact stubs."""
 

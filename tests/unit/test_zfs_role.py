@@ -92,7 +92,7 @@ def test_existing_pool_short_of_a_drive_is_left_as_it_is(pool_calls, caplog):
     assert warning.endswith(
         ". The pool is left as it is; put a new drive in and replace the missing one: pyinfra "
         "INVENTORY runbooks/replace_drive.py --data host=db1.example.net --data old=OLD --data new=NEW "
-        "(README: Replacing a drive)."
+        "(docs/runbooks/replace_drive.md)."
     )
 
 
@@ -128,8 +128,8 @@ def test_a_drive_autoreplace_took_in_outside_drive_pattern_is_named_not_called_m
         "another model or serial that autoreplace took into a failed drive's bay). The pool is left "
         "as it is; no drive needs replacing for that: change the host's inventory so that it names the "
         f"pool's drives: widen drive_pattern to match {OTHER_MODEL} too, or list the pool's drives in "
-        "`drives` (zpool status -P dbpool) instead of drive_pattern and drive_count (README: Replacing "
-        "a drive)."
+        "`drives` (zpool status -P dbpool) instead of drive_pattern and drive_count "
+        "(docs/runbooks/replace_drive.md)."
     )
     assert "missing" not in warning and "put a new drive in" not in warning
     # Whether the pool's drives outside the pattern are there is asked of the host, once.
