@@ -163,10 +163,10 @@ def run(args: dict) -> None:
     """The rewrite on the host named; nothing on the others. `args`: kit.start(RUNBOOK)."""
     name = args.get("host")
     target = HostConfig.from_data(name, inventory.get_host(name).data)
-    problems = runtime.once_per_run(
+    refused = runtime.once_per_run(
         f"rewrite {name}", lambda: host_problems(target, bool(args.get("allow_primary")))
     )
-    kit.refuse(problems, RUNBOOK.what)
+    kit.refuse(refused, RUNBOOK.what)
     if host.name != name:
         return
     cfg = engine.host_config()
