@@ -22,12 +22,13 @@ qemu had in flight; what qemu had already written to the drive files stays (the 
 as a drive keeps what it acknowledged as persisted. A drive that acknowledges a flush it did not
 do is out of scope.
 
-In `./dbzfs test` (CI), three power losses of each engine: DBZFS_CRASH_CYCLES of the primaries
-(1 by default, to keep CI within its budget from a cold machine), one more of the primaries with InnoDB doublewrite and full_page_writes put back
-(the checks show they were not needed; the bytes written per transaction are reported, too noisy
-over seconds to price them), then one of the replicas while they apply what the primaries commit
-(db2 and pg2, the clients in db1 and pg1), which is also pg2's power cycle for its prebuilt ZFS
-(test_zfs_install.back_after_power_loss). The checks of the two crashed VMs run at once.
+In `./dbzfs test` (CI), three power losses of each engine: DBZFS_CRASH_CYCLES of the primaries (1 by
+default, to keep CI within its budget from a cold machine), one more of the primaries with InnoDB
+doublewrite and full_page_writes put back (the checks show they were not needed; the bytes written
+per transaction are reported, too noisy over seconds to price them), then one of the replicas while
+they apply what the primaries commit (db2 and pg2, the clients in db1 and pg1), which is also pg2's
+power cycle for its prebuilt ZFS (test_zfs_install.back_after_power_loss). The checks of the two
+crashed VMs run at once.
 `./dbzfs test-crash --cycles N` runs this module alone, every cycle, with N (10 by default) power
 losses of the primaries on a lab of its own. The kill moments are drawn from
 DBZFS_CRASH_SEED (printed, to replay a run)."""
