@@ -517,6 +517,7 @@ def test_refused_data_exits_2_before_any_connection(monkeypatch, capsys, fleet):
 @pytest.mark.parametrize("as_json", [False, True])
 def test_main_prints_the_report_and_exits_1_on_a_problem(monkeypatch, capsys, fleet, as_json):
     readings = healthy()
+    monkeypatch.setattr(status.time, "time", lambda: NOW)  # the readings' ages are from NOW
     monkeypatch.setattr(status, "load_inventory", lambda path: fleet)
     monkeypatch.setattr(status, "validate", lambda hosts, secrets: [])
     monkeypatch.setattr(status, "read", lambda path, cfgs: readings)
