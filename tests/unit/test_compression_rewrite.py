@@ -219,3 +219,63 @@ def test_the_report_sums_physical_and_logical_sizes_before_and_after():
 def test_the_storage_role_records_the_compression_at_creation(relative):
     cfg = config()
     assert relative in cfg.child_datasets and cfg.compression_of(relative) == "zstd"
+
+
+# --- the run itself: facts read, pre-checks, then the steps -------------------------------------
+
+
+class RunHost:
+    """The host run() reads: its name, data and facts (by fact class)."""
+
+    def __init__(self, name, data, facts):
+        self.name, self.data, self.facts = name, data, facts
+        self.print_prefix = f"[{name}] "
+
+    def get_fact(self, fact, **kwargs):
+        answer = self.facts[fact]
+        return answer(**kwargs) if callable(answer) else answer
+
+
+@pytest.fixture
+def run_on(monkeypatch):
+    """cr.run on one stand-in host; returns what reached cr.steps (None: it stopped before)."""
+    from types import SimpleNamespace
+
+    from facts.zfs import ZpoolProperties
+    from operations import runtime
+    from roles import engine
+
+    def run(table, pool_answer, args):
+        data = host_data(engine="postgresql", role="replica", primary="pg1", zfs_compression="zstd")
+        facts = {ZfsDatasetProperties: lambda datasets: zfs(table)(datasets), ZpoolProperties: pool_answer}
+        h = RunHost("pg2", data, facts)
+        monkeypatch.setattr(cr, "inventory", SimpleNamespace(get_host=lambda name: h))
+        monkeypatch.setattr(cr, "host", h)
+        monkeypatch.setattr(engine, "host", h)
+        monkeypatch.setattr(runtime, "_once", {})
+        reached = []
+        monkeypatch.setattr(cr, "steps", lambda cfg, these, found: reached.append([t.live for t in these]))
+        cr.run(args)
+        return reached[0] if reached else None
+
+    return run
+
+
+def test_the_run_reads_the_host_checks_and_reaches_its_steps(run_on):
+    """The path every real rewrite takes (a local name once shadowed the pre-check function here,
+    and every rewrite raised a TypeError on the lab)."""
+    table = {DATA: dataset(blocks="lz4"), WAL: dataset(blocks="zstd")}
+    assert run_on(table, pool(100, 10), {"host": "pg2"}) == [DATA]
+
+
+def test_the_run_refuses_before_any_step_when_the_pool_lacks_the_space(run_on):
+    from operations import runtime
+
+    table = {DATA: dataset(blocks="lz4", used=50 * GIB), WAL: dataset(blocks="zstd")}
+    with pytest.raises(runtime.Refused, match="the copies need"):
+        run_on(table, pool(100, 60), {"host": "pg2"})
+
+
+def test_the_run_does_nothing_when_every_dataset_carries_its_compression(run_on):
+    table = {DATA: dataset(blocks="zstd"), WAL: dataset(blocks="zstd")}
+    assert run_on(table, pool(100, 10), {"host": "pg2"}) is None
