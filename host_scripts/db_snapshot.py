@@ -251,10 +251,19 @@ def write_metrics(path: str | None, taken_here: bool, success: bool) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(metrics_text(taken_here, success))
             os.fchmod(handle.fileno(), 0o644)
+            # durable before the rename: the converge reads this file to know the job has run
+            # (operations/snapshots.first_run), and a power loss must not leave it empty
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
         raise
+    dir_fd = os.open(directory, os.O_RDONLY)  # the rename itself, durable
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def parse_keep(values: Iterable[str]) -> dict[str, int]:
