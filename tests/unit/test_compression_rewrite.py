@@ -2,16 +2,19 @@
 commands of each step against fact stubs, cut runs included (operations/rewrite.py), and the
 roll's before/after report (day2/rolling.py)."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from day2 import compression_rewrite as cr, rolling
-from facts.zfs import ZfsDatasetProperties
+from facts.zfs import ZfsDatasetProperties, ZpoolProperties
 from model.hostdata import HostConfig
 from model.zfs_properties import BLOCKS_COMPRESSION
-from operations import rewrite, zfs as zfs_ops
+from operations import rewrite, runtime, zfs as zfs_ops
+from roles import engine
 
 from tests.unit.conftest import GIB, host_data
-from tests.unit.fact_stubs import run_operation
+from tests.unit.fact_stubs import FakeHost, run_operation
 
 DATA, WAL = "dbpool/datastore/postgresql", "dbpool/datastore/postgresql-wal"
 
@@ -224,31 +227,15 @@ def test_the_storage_role_records_the_compression_at_creation(relative):
 # --- the run itself: facts read, pre-checks, then the steps -------------------------------------
 
 
-class RunHost:
-    """The host run() reads: its name, data and facts (by fact class)."""
-
-    def __init__(self, name, data, facts):
-        self.name, self.data, self.facts = name, data, facts
-        self.print_prefix = f"[{name}] "
-
-    def get_fact(self, fact, **kwargs):
-        answer = self.facts[fact]
-        return answer(**kwargs) if callable(answer) else answer
-
-
 @pytest.fixture
 def run_on(monkeypatch):
-    """cr.run on one stand-in host; returns what reached cr.steps (None: it stopped before)."""
-    from types import SimpleNamespace
-
-    from facts.zfs import ZpoolProperties
-    from operations import runtime
-    from roles import engine
+    """cr.run on one stand-in host (fact_stubs.FakeHost, named pg2, with its data); returns what
+    reached cr.steps (None: it stopped before)."""
 
     def run(table, pool_answer, args):
-        data = host_data(engine="postgresql", role="replica", primary="pg1", zfs_compression="zstd")
-        facts = {ZfsDatasetProperties: lambda datasets: zfs(table)(datasets), ZpoolProperties: pool_answer}
-        h = RunHost("pg2", data, facts)
+        h = FakeHost({ZfsDatasetProperties: zfs(table), ZpoolProperties: pool_answer})
+        h.name, h.print_prefix = "pg2", "[pg2] "
+        h.data = host_data(engine="postgresql", role="replica", primary="pg1", zfs_compression="zstd")
         monkeypatch.setattr(cr, "inventory", SimpleNamespace(get_host=lambda name: h))
         monkeypatch.setattr(cr, "host", h)
         monkeypatch.setattr(engine, "host", h)
@@ -269,8 +256,6 @@ def test_the_run_reads_the_host_checks_and_reaches_its_steps(run_on):
 
 
 def test_the_run_refuses_before_any_step_when_the_pool_lacks_the_space(run_on):
-    from operations import runtime
-
     table = {DATA: dataset(blocks="lz4", used=50 * GIB), WAL: dataset(blocks="zstd")}
     with pytest.raises(runtime.Refused, match="the copies need"):
         run_on(table, pool(100, 60), {"host": "pg2"})
