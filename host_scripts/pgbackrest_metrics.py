@@ -169,10 +169,19 @@ def write_metrics(path: str, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             os.fchmod(handle.fileno(), 0o644)
+            # durable before the rename: the converge reads this file to know the backup job has
+            # run (operations/snapshots.first_run), and a power loss must not leave it empty
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
         raise
+    dir_fd = os.open(directory, os.O_RDONLY)  # the rename itself, durable
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 # --- the command line ----------------------------------------------------------------------------
