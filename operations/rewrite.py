@@ -121,9 +121,13 @@ def final_copy(datasets: Mapping[str, str]) -> Generator[StringCommand, None, No
         return
     for d in pending:
         copy = copy_name(d)
-        for name in (f"{d}@{FINAL}", f"{copy}@{DONE}", f"{copy}@{FINAL}"):
-            if name in found:
-                yield StringCommand("zfs destroy", QuoteString(name))
+        if f"{d}@{FINAL}" in found:
+            yield StringCommand("zfs destroy", QuoteString(f"{d}@{FINAL}"))
+        if f"{copy}@{FINAL}" in found or f"{copy}@{DONE}" in found:
+            # A run cut after the copy received @FINAL: destroying those snapshots alone would leave
+            # the copy holding @FINAL's blocks above @FULL, and the next incremental receive would
+            # refuse it as "modified since most recent snapshot". The copy is ours: back to @FULL.
+            yield StringCommand("zfs rollback -r", QuoteString(f"{copy}@{FULL}"))
     yield StringCommand("zfs snapshot", *[QuoteString(f"{d}@{FINAL}") for d in pending])
     for d in pending:
         copy = copy_name(d)

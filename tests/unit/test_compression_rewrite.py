@@ -151,13 +151,34 @@ def test_final_copy_takes_its_snapshot_again_since_an_older_one_may_predate_writ
     commands, _ = run_operation(rewrite.final_copy, {ZfsDatasetProperties: zfs(found)}, {DATA: "zstd"})
     assert commands == [
         f"zfs destroy {DATA}@dbzfs-rewrite-final",
-        f"zfs destroy {DATA}-rewrite@dbzfs-rewritten",
-        f"zfs destroy {DATA}-rewrite@dbzfs-rewrite-final",
+        f"zfs rollback -r {DATA}-rewrite@dbzfs-rewrite-full",
         f"zfs snapshot {DATA}@dbzfs-rewrite-final",
         f"set -o pipefail; zfs send -L -i {DATA}@dbzfs-rewrite-full {DATA}@dbzfs-rewrite-final | zfs recv -u "
         f"{DATA}-rewrite",
         f"zfs snapshot {DATA}-rewrite@dbzfs-rewritten",
     ]
+
+
+def test_a_run_cut_after_the_last_receive_rolls_the_copy_back_to_its_full_snapshot():
+    """test-long at 7f92a69: killed between the incremental receive and @DONE, the copy held
+    @FINAL's blocks; destroying @FINAL alone left it "modified since most recent snapshot"."""
+    found = {
+        DATA: dataset(),
+        f"{DATA}@dbzfs-rewrite-full": {},
+        f"{DATA}@dbzfs-rewrite-final": {},
+        f"{DATA}-rewrite": dataset(),
+        f"{DATA}-rewrite@dbzfs-rewrite-full": {},
+        f"{DATA}-rewrite@dbzfs-rewrite-final": {},
+    }
+    commands, _ = run_operation(rewrite.final_copy, {ZfsDatasetProperties: zfs(found)}, {DATA: "zstd"})
+    assert commands[:2] == [
+        f"zfs destroy {DATA}@dbzfs-rewrite-final",
+        f"zfs rollback -r {DATA}-rewrite@dbzfs-rewrite-full",
+    ]
+    # Cut inside the receive instead: nothing arrived, the copy still ends at @FULL, no rollback.
+    del found[f"{DATA}-rewrite@dbzfs-rewrite-final"]
+    commands, _ = run_operation(rewrite.final_copy, {ZfsDatasetProperties: zfs(found)}, {DATA: "zstd"})
+    assert not any("rollback" in c for c in commands)
 
 
 def test_cleanup_waits_for_every_dataset_and_then_destroys_what_the_rewrite_left():
