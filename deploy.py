@@ -1,6 +1,7 @@
 """Converge database hosts on ZFS: `pyinfra INVENTORY deploy.py` (add --dry --diff to preview).
 
-The inventory's data is validated first, then compared with the live replication topology (a
+The inventory's data is validated first, then each host's Debian release with its data's
+debian_release, then the live replication topology (a
 converge never fights a switchover or failover the inventory does not show yet); a problem anywhere
 stops the run before any operation. A host with role = "backup" gets the backup role instead of an
 engine's (roles/backup.py).
@@ -9,11 +10,12 @@ engine's (roles/backup.py).
 from pyinfra import host
 
 from operations import runtime
-from roles import backup, binlogs, mariadb, pgbackrest, postgresql, snapshots, topology, zfs
+from roles import backup, binlogs, mariadb, pgbackrest, postgresql, release, snapshots, topology, zfs
 from validation import preflight
 
 with runtime.refusals_exit_2():  # a refusal (bad data, a live state it must not act on) exits 2
     preflight.validate_inventory()
+    release.check()  # every host runs its data's Debian release (debian_release)
     topology.check()
 
     if host.data.role == backup.ROLE:

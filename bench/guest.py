@@ -29,7 +29,14 @@ from collections.abc import Mapping, Sequence
 
 from bench import measure
 from bench.variants import Variant
-from roles.render import PG_CLUSTER, PG_VERSION
+from lab import definition
+from model import releases
+from roles.render import PG_CLUSTER
+
+# The bench VM boots the lab's image, so it runs the lab's release (lab.yaml image.suite) and that
+# release's servers.
+RELEASE = releases.get(definition.load().release)
+PG_VERSION = RELEASE.postgresql
 
 HEADER = "set -euo pipefail\nexport DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8\n"
 MD_DEVICE = "/dev/md/bench"

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from bench import converge_cost, datagen, guest, measure, report, variants
 from lab import control, definition, vm as vmmod
+from model import releases
 
 GIB = 1024**3
 MIB = 1024**2
@@ -143,6 +144,7 @@ def host_data(vm: definition.VM, engine: str | None = None) -> dict:
     return {
         "role": "primary",
         "server_id": 1,
+        "debian_release": vm.debian_release,
         "hardware": {"ram_bytes": vm.memory * MIB, "cpus": vm.vcpus},
         "drive_pattern": f"{definition.BY_ID_PREFIX}{vm.name}-nvme??",
         "drive_count": vm.drive_count,
@@ -347,6 +349,7 @@ class EngineBench:
 
 
 def machine(vm: definition.VM) -> dict:
+    release = releases.get(vm.debian_release)
     cpu = "unknown"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -358,6 +361,7 @@ def machine(vm: definition.VM) -> dict:
         "ram_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB, 1),
         "vm": f"{vm.name}: qemu TCG, {vm.vcpus} vCPU, {vm.memory} MiB, {vm.drive_count} NVMe drives of "
         f"{vm.drive_size // MIB} MiB",
+        "release": f"{release.label}: MariaDB {release.mariadb}, PostgreSQL {release.postgresql}",
     }
 
 

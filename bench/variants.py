@@ -18,8 +18,8 @@ Every other variant is described as a change to it:
 
 "Stock storage settings" are not numbers written here: the variant removes the storage-related
 lines from the tuned config (`None` in `server_settings`), so the server runs on its compiled
-default (MariaDB 10.11: doublewrite ON, O_DIRECT, native AIO, flush neighbours, io_capacity 200;
-PostgreSQL 15: full_page_writes on, WAL files zero-filled and recycled, effective_io_concurrency 1).
+default (MariaDB 10.11 and 11.8: doublewrite ON, O_DIRECT, native AIO, flush neighbours, io_capacity 200;
+PostgreSQL 15 and 17: full_page_writes on, WAL files zero-filled and recycled, effective_io_concurrency 1).
 Memory sizing (buffer pool, shared_buffers, ARC max, connections) and the redo/WAL capacity stay
 as sized in every variant: the capacity sets how often checkpoints come, and with them how many
 doublewrite pages and full-page images are written, for reasons that are not the storage's.
@@ -46,7 +46,14 @@ BASELINE = "zfs-defaults"  # what ratios are taken against
 STORAGE_SETTINGS = {
     "mariadb": (
         "innodb_doublewrite",
-        "innodb_flush_method",
+        # how InnoDB opens its files, per server version (10.11: innodb_flush_method; 11.8: its
+        # two replacements): roles/render.py MARIADB_FILE_IO
+        *dict.fromkeys(
+            k
+            for io in render.MARIADB_FILE_IO.values()
+            for k in io
+            if k.startswith("innodb_data") or k == "innodb_flush_method"
+        ),
         "innodb_use_native_aio",
         "innodb_use_atomic_writes",
         "innodb_flush_neighbors",
@@ -142,7 +149,7 @@ def apply_server_settings(config: str, settings: Mapping[str, object]) -> str:
 def tuned_storage_settings(cfg: HostConfig) -> dict[str, str]:
     """The storage-related settings in the tuned config, as rendered (for the report)."""
     rendered = config_settings(tuned_config(cfg))
-    return {name: rendered[name] for name in STORAGE_SETTINGS[cfg.engine]}
+    return {name: rendered[name] for name in STORAGE_SETTINGS[cfg.engine] if name in rendered}
 
 
 def _directories(cfg: HostConfig) -> dict:

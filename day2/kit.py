@@ -47,6 +47,7 @@ from pyinfra.connectors.ssh import connector_data_meta
 
 from model.problems import Problem, format_problems
 from operations import runtime
+from roles import release
 from validation import preflight
 
 # pyinfra's connection data: the CLI puts --user, --port, --key, --password, --key-password there
@@ -212,6 +213,7 @@ def start(runbook: Runbook) -> dict[str, object]:
     if problems:
         raise runtime.Refused("\n" + format_problems(problems, what=f"before {runbook.what}"))
     preflight.validate_inventory(parameters=runbook.names())
+    release.check()  # every host runs its data's Debian release
     return dict(args)
 
 

@@ -81,7 +81,6 @@ RUNBOOK = kit.Runbook(
         ),
     ),
 )
-LOG = f"/var/log/postgresql/postgresql-{postgresql.VERSION}-{postgresql.CLUSTER}.log"  # Debian's
 TIME_EXAMPLE = "'2026-12-05 06:10:00+00' (ISO 8601, with its UTC offset)"
 
 
@@ -323,9 +322,9 @@ def checked(configs: dict[str, HostConfig], params: dict) -> Plan:
             return {
                 "state": h.get_fact(
                     SeedHostState,
-                    unit=postgresql.UNIT,
+                    unit=postgresql.cluster(plan.target).unit,
                     account="postgres",
-                    server_binary=postgresql.SERVER_BINARY,
+                    server_binary=postgresql.cluster(plan.target).server_binary,
                     data_path=plan.data_directory,
                 ),
                 "live": h.get_fact(PostgresqlWalReceiver),
@@ -397,7 +396,8 @@ def run(configs: dict[str, HostConfig], params: dict) -> None:
 
 def steps(plan: Plan, started: datetime) -> None:
     t = plan.target.name
-    ops.server_stopped(name=f"{t}: stop {postgresql.UNIT}", unit=postgresql.UNIT)
+    c = postgresql.cluster(plan.target)
+    ops.server_stopped(name=f"{t}: stop {c.unit}", unit=c.unit)
     ops.restored(
         name=f"{t}: pgbackrest restore ({plan.mode})",
         stanza=plan.stanza,
@@ -405,9 +405,9 @@ def steps(plan: Plan, started: datetime) -> None:
         data_directory=plan.data_directory,
     )
     ops.registered(
-        name=f"{t}: registered as PostgreSQL {postgresql.VERSION}/{postgresql.CLUSTER}",
-        version=postgresql.VERSION,
-        cluster_name=postgresql.CLUSTER,
+        name=f"{t}: registered as PostgreSQL {c.version}/{c.name}",
+        version=c.version,
+        cluster_name=c.name,
         data_directory=plan.data_directory,
     )
     if plan.mode == "replica":
@@ -421,16 +421,16 @@ def steps(plan: Plan, started: datetime) -> None:
             conninfo=conninfo,
             slot=pg.slot_name(t),
         )
-    ops.started(name=f"{t}: start {postgresql.UNIT}", unit=postgresql.UNIT)
+    ops.started(name=f"{t}: start {c.unit}", unit=c.unit)
     if plan.mode == "replica":
         postgresql_topology.streams_from(
             name=f"{t} streams from {plan.primary.name}",
             primary_address=plan.primary.replication_address,
             wait=600,
         )
-        last = ops.replayed(name=f"{t}: where it is", promoted=False, unit=postgresql.UNIT, log=LOG)
+        last = ops.replayed(name=f"{t}: where it is", promoted=False, unit=c.unit, log=c.log)
     else:
         last = ops.replayed(
-            name=f"{t}: recovered to its target, promoted", promoted=True, unit=postgresql.UNIT, log=LOG
+            name=f"{t}: recovered to its target, promoted", promoted=True, unit=c.unit, log=c.log
         )
     kit.report_once(f"restore report {t}", Report(plan, last, started))

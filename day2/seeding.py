@@ -98,10 +98,16 @@ class Engine:
     live_fact: type
 
 
-ENGINES = {
-    "postgresql": Engine("PostgreSQL", postgresql.UNIT, postgresql.SERVER_BINARY, PostgresqlWalReceiver),
-    "mariadb": Engine("MariaDB", mariadb.SERVICE, mariadb.SERVER_BINARY, MariadbLiveRole),
-}
+LIVE_FACTS = {"postgresql": PostgresqlWalReceiver, "mariadb": MariadbLiveRole}
+ENGINES = LIVE_FACTS  # the engines a replica can be seeded for
+
+
+def engine_of(cfg: HostConfig) -> Engine:
+    """What seeding needs of a host's server, on its release."""
+    if cfg.engine == "postgresql":
+        c = postgresql.cluster(cfg)
+        return Engine("PostgreSQL", c.unit, c.server_binary, PostgresqlWalReceiver)
+    return Engine("MariaDB", mariadb.SERVICE, mariadb.SERVER_BINARY, MariadbLiveRole)
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,7 @@ class Plan:
 
     @property
     def engine(self) -> Engine:
-        return ENGINES[self.replica.engine]
+        return engine_of(self.replica)
 
     def snapshot(self, which: str) -> str:
         slug = "".join(c if c.isalnum() or c in "_.-" else "_" for c in self.replica.name)
@@ -677,7 +683,7 @@ def start_postgresql(cfg: HostConfig, plan: Plan, seeded: str) -> OperationMeta:
         not_replica,
         ops.postgresql_standby,
         name=f"{r.name} starts as a standby of {p.name} from the seed",
-        version=postgresql.VERSION,
+        version=postgresql.cluster(r).version,
         cluster_name=postgresql.CLUSTER,
         data_directory=render.postgresql_paths(r)["data_directory"],
         seeded=seeded,

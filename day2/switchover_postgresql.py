@@ -106,7 +106,7 @@ def steps(cfg: HostConfig, group: engine.Group, new_primary: str) -> None:
         "not the old primary",
         postgresql_topology.shut_down,
         name=f"{old.name} shuts down cleanly (its shutdown checkpoint goes to the standbys)",
-        version=postgresql.VERSION,
+        version=postgresql.cluster(cfg).version,
         cluster_name=postgresql.CLUSTER,
         data_directory=paths["data_directory"],
     )
@@ -117,7 +117,7 @@ def steps(cfg: HostConfig, group: engine.Group, new_primary: str) -> None:
         name=f"{new_primary} replays {old.name}'s shutdown checkpoint and is promoted",
         old_primary=old.name,
         old_data_directory=render.postgresql_paths(old)["data_directory"],
-        version=postgresql.VERSION,
+        version=postgresql.cluster(cfg).version,
     )
     last = follow_new_primary(
         cfg, group, new_primary, stale_slots=[pg.slot_name(m.name) for m in group.members]
@@ -140,7 +140,7 @@ def follow_new_primary(
         "the new primary",
         postgresql_topology.follow,
         name=f"Stream from {new_primary} ({new.replication_address})",
-        version=postgresql.VERSION,
+        version=postgresql.cluster(cfg).version,
         cluster_name=postgresql.CLUSTER,
         data_directory=paths["data_directory"],
         primary_address=new.replication_address,

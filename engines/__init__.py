@@ -10,6 +10,12 @@ writing its own `{"mariadb": ..., "postgresql": ...}`. Pure: no pyinfra, nothing
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from model import releases
+
+if TYPE_CHECKING:
+    from model.hostdata import HostConfig
 
 
 @dataclass(frozen=True)
@@ -28,7 +34,7 @@ class ServiceUser:
 class Engine:
     name: str  # the inventory's `engine`
     label: str  # for people: "MariaDB"
-    version: str  # the server's major version, as Debian 12 ships it
+    version: str  # the server's major version, as the host's Debian release ships it
     packages: tuple[str, ...]  # the server from Debian
     service: str  # the systemd unit the server runs as
     service_user: ServiceUser
@@ -42,51 +48,77 @@ class Engine:
     cluster: str | None = None  # PostgreSQL: the cluster name Debian's tools use
 
 
-MARIADB = Engine(
-    name="mariadb",
-    label="MariaDB",
-    version="10.11",
-    packages=("mariadb-server", "mariadb-client"),
-    service="mariadb.service",
-    service_user=ServiceUser(user="mysql", home="/nonexistent", shell="/bin/false", mode="0750"),
-    port=3306,
-    server_binary="/usr/sbin/mariadbd",
-    replication_user="replicator",
-    follower="replica",
-    exporter_package="prometheus-mysqld-exporter",
-    exporter_job="mysqld",
-    up_metric_prefix="mysql",
-)
-
-_PG_VERSION, _PG_CLUSTER = "15", "main"
-POSTGRESQL = Engine(
-    name="postgresql",
-    label="PostgreSQL",
-    version=_PG_VERSION,
-    packages=("postgresql-common", f"postgresql-{_PG_VERSION}", f"postgresql-client-{_PG_VERSION}"),
-    service=f"postgresql@{_PG_VERSION}-{_PG_CLUSTER}.service",
-    service_user=ServiceUser(user="postgres", home="/var/lib/postgresql", shell="/bin/bash", mode="0755"),
-    port=5432,
-    server_binary=f"/usr/lib/postgresql/{_PG_VERSION}/bin/postgres",
-    replication_user="replicator",
-    follower="standby",
-    exporter_package="prometheus-postgres-exporter",
-    exporter_job="postgres",
-    up_metric_prefix="pg",
-    cluster=_PG_CLUSTER,
-)
-
-ENGINES: dict[str, Engine] = {e.name: e for e in (MARIADB, POSTGRESQL)}
+def _mariadb(version: str) -> Engine:
+    return Engine(
+        name="mariadb",
+        label="MariaDB",
+        version=version,
+        packages=("mariadb-server", "mariadb-client"),
+        service="mariadb.service",
+        service_user=ServiceUser(user="mysql", home="/nonexistent", shell="/bin/false", mode="0750"),
+        port=3306,
+        server_binary="/usr/sbin/mariadbd",
+        replication_user="replicator",
+        follower="replica",
+        exporter_package="prometheus-mysqld-exporter",
+        exporter_job="mysqld",
+        up_metric_prefix="mysql",
+    )
 
 
-def get(name: str) -> Engine:
-    """The descriptor of an engine the inventory names (validation refuses any other first)."""
+_PG_CLUSTER = "main"
+
+
+def _postgresql(version: str) -> Engine:
+    return Engine(
+        name="postgresql",
+        label="PostgreSQL",
+        version=version,
+        packages=("postgresql-common", f"postgresql-{version}", f"postgresql-client-{version}"),
+        service=f"postgresql@{version}-{_PG_CLUSTER}.service",
+        service_user=ServiceUser(user="postgres", home="/var/lib/postgresql", shell="/bin/bash", mode="0755"),
+        port=5432,
+        server_binary=f"/usr/lib/postgresql/{version}/bin/postgres",
+        replication_user="replicator",
+        follower="standby",
+        exporter_package="prometheus-postgres-exporter",
+        exporter_job="postgres",
+        up_metric_prefix="pg",
+        cluster=_PG_CLUSTER,
+    )
+
+
+_MAKE = {"mariadb": _mariadb, "postgresql": _postgresql}
+# (engine, debian_release) -> the descriptor of the server that release ships
+BY_RELEASE: dict[tuple[str, str], Engine] = {
+    (name, major): make(release.version(name))
+    for major, release in releases.RELEASES.items()
+    for name, make in _MAKE.items()
+}
+# What does not depend on the release (names, ports, accounts, exporters): the default release's.
+ENGINES: dict[str, Engine] = {name: BY_RELEASE[(name, releases.DEFAULT)] for name in _MAKE}
+MARIADB, POSTGRESQL = ENGINES["mariadb"], ENGINES["postgresql"]
+
+
+def get(name: str, release: str = releases.DEFAULT) -> Engine:
+    """The descriptor of an engine the inventory names, as a Debian release (debian_release)
+    ships it (validation refuses any other engine or release first)."""
     try:
-        return ENGINES[name]
+        return BY_RELEASE[(name, str(release))]
     except KeyError:
-        raise ValueError(f"unknown engine {name!r}: one of {sorted(ENGINES)}") from None
+        raise ValueError(
+            f"unknown engine {name!r} or release {release!r}: "
+            f"one of {sorted(ENGINES)}, {sorted(releases.RELEASES)}"
+        ) from None
+
+
+def of(cfg: HostConfig) -> Engine:
+    """The descriptor of a database host's engine on its release (a model.hostdata.HostConfig)."""
+    return get(cfg.engine, cfg.debian_release)
 
 
 def by_engine(field: str) -> dict[str, object]:
-    """{engine name: that field of its descriptor}, for code that keys on the engine's name."""
+    """{engine name: that field of its descriptor}, for code that keys on the engine's name; only
+    for fields the same on every release (engines.of(cfg) for the others: version, packages,
+    service, server_binary)."""
     return {name: getattr(e, field) for name, e in ENGINES.items()}

@@ -1,10 +1,11 @@
-"""Checks of db_settings, a host's overrides of server settings (a flat mapping, rendered last into
-my.cnf's [mysqld] for MariaDB 10.11 or into postgresql.conf for PostgreSQL 15). Pure: no pyinfra, no
-servers; it reads only its data files.
+"""What each server accepts of db_settings, a host's overrides of server settings (a flat mapping,
+rendered last into my.cnf's [mysqld] for MariaDB or into postgresql.conf for PostgreSQL, the version
+the host's debian_release ships: model/releases.py). Pure: no pyinfra, no servers; it reads only its
+data files. engines/db_settings_check.py checks a host's overrides with it (validation) and adds up
+their memory.
 
-    check(cfg)                             every problem with a host's db_settings (validation)
-    memory_problems(cfg, ram_bytes, cpus)  the overrides and the ARC against RAM: offline with the
-                                           declared hardware, at deploy time with the live facts
+    setting_issues(engine, name, value, version)
+                                           (message, fix) of each problem with one override
     as_bool(engine, value)                 True / False, or None when the engine would not read value
                                            as a boolean (PostgreSQL's "of", "n", "fa", MariaDB's "1")
 
@@ -35,16 +36,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import engines
-from model import keys, sizing
-from model.hostdata import HostConfig
+from model import keys, releases
 from model.sizing import GIB, KIB, MIB
 
 if TYPE_CHECKING:
     from model.problems import Problem
 
 ENGINES = keys.choices("engine")  # "mariadb", "postgresql"
-VERSIONS = engines.by_engine("version")
-LABELS = {name: f"{e.label} {e.version}" for name, e in engines.ENGINES.items()}
+# Every server version a supported Debian release ships, per engine: {"mariadb": ("10.11", "11.8"), ...}
+VERSIONS = {
+    name: tuple(
+        sorted(
+            {r.version(name) for r in releases.RELEASES.values()}, key=lambda v: tuple(map(int, v.split(".")))
+        )
+    )
+    for name in ENGINES
+}
 NAMES_FROM = {"mariadb": "`mariadbd --verbose --help`", "postgresql": "pg_settings"}
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -61,6 +68,12 @@ MARIADB_PER_CONNECTION_BUFFERS = (
 
 # Settings the toolkit sets itself, where an override would break the deploy or the replication
 # group: setting -> (why, fix). Everything else may be overridden.
+# What replaces a deprecated MariaDB setting (MariaDB 11's release notes; docs/releases.md).
+MARIADB_REPLACED = {
+    "innodb_flush_method": "set innodb_data_file_buffering and innodb_data_file_write_through "
+    "(and innodb_log_file_buffering, innodb_log_file_write_through) instead",
+    "innodb_file_per_table": "remove it: every table has its own file",
+}
 MARIADB_OWNED = {
     "datadir": (
         "the data lives on the engine's data dataset, which the storage role mounts and the server waits for",
@@ -153,16 +166,22 @@ class Setting:
     aliases: tuple[str, ...] = ()  # PostgreSQL: enum spellings pg_settings does not list
     context: str | None = None  # PostgreSQL: pg_settings.context (internal: read-only)
     default: int | None = None  # MariaDB: MARIADB_PER_CONNECTION_BUFFERS only
+    deprecated: bool = False  # MariaDB: --help says so, and the server warns when it is set
 
 
-def data_file(engine: str) -> Path:
-    return DATA_DIR / f"{engine}-{VERSIONS[engine]}-settings.json"
+def label(engine: str, version: str) -> str:
+    """ "MariaDB 11.8" """
+    return f"{engines.ENGINES[engine].label} {version}"
+
+
+def data_file(engine: str, version: str) -> Path:
+    return DATA_DIR / f"{engine}-{version}-settings.json"
 
 
 @functools.cache
-def known(engine: str) -> dict[str, Setting]:
-    """The engine's settings by name, from its data file."""
-    data = json.loads(data_file(engine).read_text())
+def known(engine: str, version: str) -> dict[str, Setting]:
+    """The settings of an engine's server version by name, from its data file."""
+    data = json.loads(data_file(engine, version).read_text())
     return {
         name: Setting(name=name, **{k: tuple(v) if isinstance(v, list) else v for k, v in entry.items()})
         for name, entry in data["settings"].items()
@@ -170,9 +189,9 @@ def known(engine: str) -> dict[str, Setting]:
 
 
 @functools.cache
-def _folded(engine: str) -> dict[str, str]:
+def _folded(engine: str, version: str) -> dict[str, str]:
     """Lower-case name (underscores for MariaDB's dashes) -> the name as the data spells it."""
-    return {name.lower(): name for name in known(engine)}
+    return {name.lower(): name for name in known(engine, version)}
 
 
 def _problem(host: str, key: str, value: object, message: str, fix: str) -> Problem:
@@ -479,8 +498,8 @@ def _mariadb_value_issue(setting: Setting, text: str) -> tuple[str, str] | None:
     return None
 
 
-def _close(engine: str, name: str) -> str:
-    folded = _folded(engine)
+def _close(engine: str, version: str, name: str) -> str:
+    folded = _folded(engine, version)
     low = name.replace("-", "_").lower() if engine == "mariadb" else name.lower()
     close = difflib.get_close_matches(low, list(folded), n=3, cutoff=0.75)
     close = close or sorted(key for key in folded if key.startswith(low))[:3]
@@ -489,9 +508,9 @@ def _close(engine: str, name: str) -> str:
     return f"remove it, or take the name from {NAMES_FROM[engine]}"
 
 
-def _mariadb_name_issue(name: str) -> tuple[str, str] | None:
+def _mariadb_name_issue(name: str, version: str) -> tuple[str, str] | None:
     """A MariaDB name that is not an option's own: spelt differently, a prefix form, unknown."""
-    folded = _folded("mariadb")
+    folded = _folded("mariadb", version)
     low = name.replace("-", "_").lower()
     if low in folded:
         return (
@@ -520,11 +539,11 @@ def _mariadb_name_issue(name: str) -> tuple[str, str] | None:
             f"an abbreviation of {starting[0]}: MariaDB takes it only while no other option starts so",
             f"write {starting[0]!r}",
         )
-    return f"unknown {LABELS['mariadb']} setting", _close("mariadb", name)
+    return f"unknown {label('mariadb', version)} setting", _close("mariadb", version, name)
 
 
-def _pg_name_issue(name: str) -> tuple[str, str] | None:
-    folded = _folded("postgresql")
+def _pg_name_issue(name: str, version: str) -> tuple[str, str] | None:
+    folded = _folded("postgresql", version)
     if name.lower() in folded:
         return (
             f"PostgreSQL reads it as {name.lower()}, but the toolkit matches overrides by their exact name",
@@ -532,11 +551,11 @@ def _pg_name_issue(name: str) -> tuple[str, str] | None:
         )
     if PG_CUSTOM_NAME.match(name):
         return None  # an extension's setting (auto_explain.log_min_duration, ...): not known here
-    return f"unknown {LABELS['postgresql']} setting", _close("postgresql", name)
+    return f"unknown {label('postgresql', version)} setting", _close("postgresql", version, name)
 
 
-def setting_issues(engine: str, name: object, value: object) -> list[tuple[str, str]]:
-    """(message, fix) for each problem with one db_settings entry."""
+def setting_issues(engine: str, name: object, value: object, version: str) -> list[tuple[str, str]]:
+    """(message, fix) for each problem with one db_settings entry, for that server version."""
     if not isinstance(name, str) or not name:
         return [("not a setting name", "use the setting's name, a string")]
     if value is None or isinstance(value, (Mapping, list, tuple, set, bytes)):
@@ -557,14 +576,21 @@ def setting_issues(engine: str, name: object, value: object) -> list[tuple[str, 
                 "quote the value inside the string, e.g. \"'a#b'\"",
             )
         ]
-    setting = known(engine).get(name)
+    setting = known(engine, version).get(name)
     if setting is None:
-        issue = _mariadb_name_issue(name) if engine == "mariadb" else _pg_name_issue(name)
+        issue = _mariadb_name_issue(name, version) if engine == "mariadb" else _pg_name_issue(name, version)
         return [issue] if issue else []
     owned = (MARIADB_OWNED if engine == "mariadb" else PG_OWNED).get(name)
     if owned:
         return [(f"set by the toolkit: {owned[0]}", owned[1])]
     if engine == "mariadb":
+        if setting.deprecated:
+            return [
+                (
+                    f"deprecated in {label(engine, version)}: the server warns and will drop it",
+                    MARIADB_REPLACED.get(name, "remove it"),
+                )
+            ]
         issue = _mariadb_value_issue(setting, text)
         return [issue] if issue else []
     if setting.context == "internal":
@@ -585,14 +611,12 @@ def setting_issues(engine: str, name: object, value: object) -> list[tuple[str, 
     return []
 
 
-def setting_problems(engine: str, name: object, value: object, host: str = "") -> list[Problem]:
+def setting_problems(engine: str, name: object, value: object, version: str, host: str = "") -> list[Problem]:
     """Problems with one db_settings entry (host names them)."""
     return [
-        _problem(host, f"db_settings[{name!r}]", value, m, f) for m, f in setting_issues(engine, name, value)
+        _problem(host, f"db_settings[{name!r}]", value, m, f)
+        for m, f in setting_issues(engine, name, value, version)
     ]
-
-
-# --- memory --------------------------------------------------------------------------------------
 
 
 def _size(n: float) -> str:
@@ -600,189 +624,3 @@ def _size(n: float) -> str:
         if abs(n) >= unit:
             return f"{n / unit:.2f}".rstrip("0").rstrip(".") + f" {name}"
     return f"{int(n)} B"
-
-
-def override_bytes(engine: str, name: str, value: object) -> int | None:
-    """A valid override of a memory or count setting as a number (bytes for sizes, as the server
-    reads it); None when it is not one the check accepts."""
-    setting = known(engine).get(name)
-    if setting is None or setting_issues(engine, name, value):
-        return None
-    text = server_text(engine, value)
-    if engine == "mariadb":
-        return mariadb_int(text)
-    number = pg_parse(setting, text)
-    return None if number is None else int(number) * PG_UNIT_BYTES.get(setting.unit or "", 1)
-
-
-def effective_arc_max(value: object, ram: int) -> int | None:
-    """The ARC maximum the zfs module uses for a zfs_arc_max parameter; None when value is no
-    integer. OpenZFS 2.3 (zfs(4), arc.c) ignores 0 and anything not above the ARC minimum or not
-    below RAM, and then takes max(RAM - 1 GiB, 5/8 RAM)."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit():
-        return None
-    arc = int(value)
-    if arc == 0 or arc < 64 * MIB or arc <= sizing.arc_min_default(ram) or arc >= ram:
-        return max(ram - GIB, ram * 5 // 8)
-    return arc
-
-
-@dataclass(frozen=True)
-class MemoryUse:
-    """What the engine, the ARC and the OS take with a host's overrides applied to its sized values,
-    counted as model.sizing budgets them."""
-
-    engine: str
-    ram: int
-    os_headroom: int
-    arc_max: int
-    arc_note: str  # why the ARC differs from zfs_arc_max, or ""
-    parts: tuple[tuple[str, int], ...]  # the engine's memory: (what, bytes)
-    overrides: Mapping[str, object]  # setting -> value of each override that changed a figure
-    sized: Mapping[str, str]  # setting -> its sized value, shown, for each override
-
-    @property
-    def total(self) -> int:
-        return self.os_headroom + self.arc_max + sum(n for _, n in self.parts)
-
-    def figures(self) -> str:
-        """The sum, each figure named: "innodb_buffer_pool_size 3 GiB + ... + ARC 256 MiB + OS
-        headroom 512 MiB = 4.22 GiB"."""
-        parts = [
-            f"{_size(n)} for {what}" if " x " in what else f"{what} {_size(n)}" for what, n in self.parts
-        ]
-        parts += [f"ARC {_size(self.arc_max)}{self.arc_note}", f"OS headroom {_size(self.os_headroom)}"]
-        return f"{' + '.join(parts)} = {_size(self.total)}"
-
-
-def memory_use(cfg: HostConfig, ram_bytes: int, cpus: int) -> MemoryUse | None:
-    """The host's memory with its overrides on a host with ram_bytes and cpus; None when it cannot
-    be sized (other checks say why)."""
-    if cfg.engine not in ENGINES or not isinstance(cfg.db_settings, Mapping):
-        return None
-    try:  # the data dataset's recordsize, the workload, the hardware: checked elsewhere
-        sized = cfg.sizing(ram_bytes=ram_bytes, cpus=cpus)
-    except (ValueError, TypeError, KeyError, IndexError):
-        return None
-    overrides: dict[str, object] = {}
-    was: dict[str, str] = {}
-
-    def value(name: str, default: int | None = None, count: bool = False) -> int:
-        """The sized value (or the server's default), or its valid override."""
-        base = sized.database[name] if default is None else default
-        if name in cfg.db_settings:
-            number = override_bytes(cfg.engine, name, cfg.db_settings[name])
-            if number is not None and number != base:
-                overrides[name] = cfg.db_settings[name]
-                was[name] = str(base) if count else _size(base)
-                return number
-        return base
-
-    arc, arc_note = sized.budget.arc_max, ""
-    if "zfs_arc_max" in cfg.module_params:
-        given = cfg.module_params["zfs_arc_max"]
-        effective = effective_arc_max(given, ram_bytes)
-        if effective is not None and effective != arc:
-            overrides["zfs_arc_max"] = given
-            was["zfs_arc_max"] = _size(arc)
-            if effective != int(given):
-                arc_note = f" (the zfs module ignores zfs_arc_max {given} and takes its default)"
-            arc = effective
-    if cfg.engine == "mariadb":
-        per_connection = sizing.MARIADB_PER_CONNECTION
-        for name in MARIADB_PER_CONNECTION_BUFFERS:
-            default = known("mariadb")[name].default
-            per_connection += value(name, default) - default
-        connections = value("max_connections", count=True)
-        parts = (
-            ("innodb_buffer_pool_size", value("innodb_buffer_pool_size")),
-            ("innodb_log_buffer_size", value("innodb_log_buffer_size")),
-            (
-                f"max_connections {connections} x {_size(per_connection)} per connection",
-                connections * max(per_connection, 0),
-            ),
-        )
-    else:
-        shared_buffers = value("shared_buffers")
-        wal_buffers = value("wal_buffers")
-        if wal_buffers < 0:  # -1: shared_buffers / 32, 64 kB to one 16 MB WAL segment (xlog.c)
-            wal_buffers = min(max(shared_buffers // 32, 64 * KIB), 16 * MIB)
-        connections = value("max_connections", count=True)
-        workers = value("max_worker_processes", count=True)
-        work_mem = value("work_mem")
-        per_gather = max(value("max_parallel_workers_per_gather", count=True), 1)
-        maintenance = value("maintenance_work_mem")
-        autovacuum_workers = value("autovacuum_max_workers", count=True)
-        autovacuum = value("autovacuum_work_mem")
-        if autovacuum < 0:  # -1: maintenance_work_mem
-            autovacuum = maintenance
-        parts = (
-            ("shared_buffers", shared_buffers),
-            ("wal_buffers", wal_buffers),
-            (
-                f"(max_connections {connections} + max_worker_processes {workers}) x work_mem "
-                f"{_size(work_mem)} x max_parallel_workers_per_gather {per_gather}",
-                (connections + workers) * work_mem * per_gather,
-            ),
-            ("maintenance_work_mem", maintenance),
-            (
-                f"autovacuum_max_workers {autovacuum_workers} x autovacuum_work_mem {_size(autovacuum)}",
-                autovacuum_workers * autovacuum,
-            ),
-        )
-    return MemoryUse(cfg.engine, ram_bytes, sized.budget.os_headroom, arc, arc_note, parts, overrides, was)
-
-
-def memory_problems(cfg: HostConfig, ram_bytes: int, cpus: int) -> list[Problem]:
-    """A problem when the host's overrides (db_settings, zfs_module_params' zfs_arc_max), applied to
-    the values sized for ram_bytes and cpus, add up to more than the RAM with the ARC and the OS
-    headroom model.sizing keeps. Offline: the declared hardware (check() does that); at deploy time:
-    the live facts (facts.hardware.HostHardware's ram_bytes and cpus)."""
-    use = memory_use(cfg, ram_bytes, cpus)
-    if use is None or use.total <= use.ram or not use.overrides:
-        return []
-    keys = {
-        n: "zfs_module_params['zfs_arc_max']" if n == "zfs_arc_max" else f"db_settings[{n!r}]"
-        for n in use.overrides
-    }
-    if len(keys) == 1:
-        key, value = next(iter(keys.values())), next(iter(use.overrides.values()))
-    else:
-        key = "db_settings" + (" and zfs_module_params" if "zfs_arc_max" in keys else "")
-        value = dict(use.overrides)
-    sized = ", ".join(f"{name} {shown}" for name, shown in use.sized.items())
-    return [
-        _problem(
-            cfg.name,
-            key,
-            value,
-            f"{LABELS[use.engine]} memory with the overrides is more than the RAM ({_size(use.ram)}): "
-            f"{use.figures()}",
-            f"take {_size(use.total - use.ram)} or more off the overrides (or off the ARC with "
-            f"zfs_module_params' zfs_arc_max), or remove them (sized: {sized})",
-        )
-    ]
-
-
-def _hardware(cfg: HostConfig) -> tuple[int, int] | None:
-    hw = cfg.hardware
-    if not isinstance(hw, Mapping):
-        return None
-    ram, cpus = hw.get("ram_bytes"), hw.get("cpus")
-    if any(isinstance(v, bool) or not isinstance(v, int) for v in (ram, cpus)) or ram < 2 * GIB or cpus < 1:
-        return None
-    return ram, cpus
-
-
-def check(cfg: HostConfig) -> list[Problem]:
-    """Every problem with a host's db_settings: names, values, settings the toolkit owns, and with
-    the declared hardware the memory they add up to."""
-    if cfg.engine not in ENGINES or not isinstance(cfg.db_settings, Mapping):
-        return []
-    problems = []
-    for name, value in cfg.db_settings.items():
-        problems += setting_problems(cfg.engine, name, value, cfg.name)
-    hardware = _hardware(cfg)
-    if hardware:
-        problems += memory_problems(cfg, *hardware)
-    return problems

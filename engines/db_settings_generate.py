@@ -1,5 +1,7 @@
 """Generates engines/data/*-settings.json, what engines.db_settings knows about each server's settings,
-from the installed servers themselves (mariadb-server and postgresql-15, see scripts/bootstrap):
+from the servers themselves, every supported Debian release's (model/releases.py): this machine's
+own (mariadb-server and postgresql, see scripts/bootstrap) and, for the other release, those in the
+root scripts/servers-chroot builds, run there under chroot:
 
     python -m engines.db_settings_generate
 
@@ -36,10 +38,36 @@ import time
 from pathlib import Path
 
 from engines import db_settings
+from model import releases
+
+
+def machine_release(root: Path = Path("/")) -> str:
+    """The Debian major release a root runs (VERSION_ID of its os-release), "" when unknown."""
+    try:
+        text = (root / "etc/os-release").read_text()
+    except OSError:
+        return ""
+    match = re.search(r'^VERSION_ID="?([0-9]+)', text, re.M)
+    return match.group(1) if match else ""
+
+
+def servers_root(release: str) -> Path:
+    """Where a Debian release's database servers are: this machine itself when it runs that
+    release, else the root scripts/servers-chroot builds for it (DBZFS_SERVERS_ROOT overrides)."""
+    if machine_release() == release:
+        return Path("/")
+    codename = releases.get(release).codename
+    return Path(os.environ.get("DBZFS_SERVERS_ROOT") or f"/var/lib/dbzfs/servers/{codename}")
+
+
+def _local_pg_version() -> str:
+    release = releases.RELEASES.get(machine_release())
+    return release.postgresql if release else releases.get(releases.DEFAULT).postgresql
+
 
 MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 MARIADB = shutil.which("mariadb") or "/usr/bin/mariadb"
-PG_BIN = Path(f"/usr/lib/postgresql/{db_settings.VERSIONS['postgresql']}/bin")
+PG_BIN = Path(f"/usr/lib/postgresql/{_local_pg_version()}/bin")
 
 # Enum spellings pg_settings does not list, tried on every enum (only those the server accepts are
 # kept).
@@ -76,7 +104,7 @@ class GenerateError(Exception):
 def _binary(path: str | Path) -> str:
     if not os.access(path, os.X_OK):
         raise GenerateError(
-            f"{path} is missing: install mariadb-server and postgresql-15 (scripts/bootstrap)"
+            f"{path} is missing: install this release's mariadb-server and postgresql (scripts/bootstrap)"
         )
     return str(path)
 
@@ -189,6 +217,13 @@ def _number(text: str, kind: str) -> int | float:
     return int(text) if kind == "integer" else float(text)
 
 
+def _deprecated(entry: dict, description: str) -> dict:
+    """The entry marked deprecated when --help says so: the server warns when a config sets it."""
+    if re.search(r"\bdeprecated\b", description, re.I):
+        entry["deprecated"] = True
+    return entry
+
+
 def mariadb_setting(signature: str, description: str, table_value: str | None, var: dict | None) -> dict:
     """One option's entry: its type and, where the server knows them, range and allowed values."""
     kind = MARIADB_TYPES[var["type"]] if var else None
@@ -226,7 +261,9 @@ def mariadb_data() -> dict:
     options, table = parse_mariadb_help(help_text)
     sysvars = mariadb_sysvars()
     settings = {
-        name: mariadb_setting(signature, description, table.get(name), sysvars.get(name.lower()))
+        name: _deprecated(
+            mariadb_setting(signature, description, table.get(name), sysvars.get(name.lower())), description
+        )
         for name, (signature, description) in options.items()
     }
     missing = set(db_settings.MARIADB_PER_CONNECTION_BUFFERS) - {
@@ -366,31 +403,80 @@ def dump(data: dict) -> str:
     return "\n".join(lines + ["  }", "}", ""])
 
 
-def generate(engine: str) -> str:
-    """The data file's text for engine, from the installed server."""
+def generate(engine: str, release: str) -> str:
+    """The data file's text for the engine's server of a Debian release, from that server: this
+    machine's own, or the one in that release's root (run there under chroot)."""
+    root = servers_root(release)
+    if root != Path("/"):
+        return _generate_in(root, engine, release)
     data = GENERATORS[engine]()
-    wanted = db_settings.VERSIONS[engine]
+    wanted = releases.get(release).version(engine)
     if data["version"] != wanted:
-        raise GenerateError(f"the installed {engine} is {data['version']}, this toolkit targets {wanted}")
+        raise GenerateError(f"the installed {engine} is {data['version']}, Debian {release} ships {wanted}")
     return dump(data)
+
+
+def _generate_in(root: Path, engine: str, release: str) -> str:
+    """generate() run by the root's own python3 under chroot, on a copy of this code."""
+    if machine_release(root) != release:
+        raise GenerateError(
+            f"{root} is not a Debian {release} root with its database servers: run scripts/servers-chroot"
+        )
+    top = Path(__file__).resolve().parent.parent
+    work = Path(tempfile.mkdtemp(prefix="dbzfs-generate-", dir=root / "tmp"))
+    try:
+        for package in ("engines", "model"):
+            shutil.copytree(top / package, work / package, ignore=shutil.ignore_patterns("__pycache__"))
+        inside = f"/tmp/{work.name}"
+        result = subprocess.run(
+            [
+                "chroot",
+                str(root),
+                "sh",
+                "-c",
+                f"cd {inside} && exec python3 -m engines.db_settings_generate --print {engine} {release}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if result.returncode != 0:
+        raise GenerateError(f"generating in {root} failed ({result.returncode}):\n{result.stderr}")
+    return result.stdout
 
 
 def write_all() -> list[Path]:
     written = []
-    for engine in GENERATORS:
-        path = db_settings.data_file(engine)
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(generate(engine))
-        written.append(path)
+    for release in sorted(releases.RELEASES):
+        for engine in GENERATORS:
+            path = db_settings.data_file(engine, releases.get(release).version(engine))
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(generate(engine, release))
+            written.append(path)
     return written
 
 
+USAGE = (
+    "usage: python -m engines.db_settings_generate  (writes engines/data/*-settings.json, every release's)\n"
+    "       python -m engines.db_settings_generate --print ENGINE RELEASE  (one file's text, to stdout)"
+)
+
+
 def main(argv: list[str]) -> int:
-    if argv in (["-h"], ["--help"]):
-        print("usage: python -m engines.db_settings_generate  (writes engines/data/*-settings.json)")
+    if "-h" in argv or "--help" in argv:
+        print(USAGE)
+        return 0
+    if len(argv) == 3 and argv[0] == "--print" and argv[1] in GENERATORS and argv[2] in releases.RELEASES:
+        try:
+            sys.stdout.write(generate(argv[1], argv[2]))
+        except GenerateError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         return 0
     if argv:
-        print("usage: python -m engines.db_settings_generate", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
     try:
         written = write_all()

@@ -5,6 +5,7 @@ Runtime state lives in <repo>/.lab (per checkout); the image and the apt cache l
 /var/cache/dbzfs-lab (per machine, shared by checkouts; override with DBZFS_LAB_CACHE).
 """
 
+import dataclasses
 import ipaddress
 import os
 import re
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import yaml
+
+from model import releases
 
 REPO = Path(__file__).resolve().parent.parent
 DEFINITION = Path(__file__).resolve().parent / "lab.yaml"
@@ -97,6 +100,7 @@ class VM:
     image: str = "zfs"  # "zfs": the lab image; "bare": Debian 12 without ZFS or kernel headers
     zfs_install: str | None = None  # None: in the image; "prebuilt" / "dkms": the deploy installs it
     groups: tuple[str, ...] = ()  # inventory groups beyond the engine's, e.g. ("monitoring",)
+    debian_release: str = releases.DEFAULT  # the image's (image.suite): its host data's debian_release
 
     @property
     def serials(self) -> list[str]:
@@ -135,9 +139,11 @@ class VM:
                 "hardware": {"ram_bytes": self.memory * 1024 * 1024, "cpus": self.vcpus},
                 "drive_pattern": self.drive_pattern,
                 "drive_count": self.drive_count,
+                "debian_release": self.debian_release,
             } | self.zfs_install_data
         return {
             "engine": self.engine,
+            "debian_release": self.debian_release,
             "role": self.role,
             "primary": self.primary,
             "server_id": self.server_id,
@@ -155,7 +161,7 @@ class VM:
             "zfs_install": "prebuilt",
             "zfs_module_repository": {
                 "url": ZFS_REPO_URL,
-                "suite": "bookworm",
+                "suite": releases.get(self.debian_release).codename,
                 "key_file": str(ZFS_REPO / "dbzfs-zfs-modules.asc"),
             },
         }
@@ -179,6 +185,11 @@ class Lab:
     @property
     def names(self) -> list[str]:
         return list(self.vms)
+
+    @property
+    def release(self) -> str:
+        """The Debian release its VMs run (image.suite), as debian_release spells it: "12", "13"."""
+        return next(r.major for r in releases.RELEASES.values() if r.codename == self.image["suite"])
 
     @property
     def all_vms(self) -> dict[str, VM]:
@@ -422,7 +433,20 @@ def _check(raw: object) -> Lab:
                     fix="keep {vm} in drive_serial",
                 )
             owner[serial] = vm.name
-    return Lab(vms=vms, image=image, network=network, bare=bare, joining=joining, backup=backup, bench=bench)
+    release = Lab(vms={}, image=image).release
+
+    def released(section: dict) -> dict:
+        return {name: dataclasses.replace(vm, debian_release=release) for name, vm in section.items()}
+
+    return Lab(
+        vms=released(vms),
+        image=image,
+        network=network,
+        bare=released(bare),
+        joining=released(joining),
+        backup=released(backup),
+        bench=released(bench),
+    )
 
 
 def _check_image(image: dict) -> None:
@@ -435,6 +459,14 @@ def _check_image(image: dict) -> None:
                 "must be text", key=f"image.{key}", value=image[key], fix="keep the image of lab/lab.yaml"
             )
     parse_size_at(image["size"], "image.size", None)
+    codenames = {r.codename: r for r in releases.RELEASES.values()}
+    if image["suite"] not in codenames:
+        raise LabDefinitionError(
+            "not a Debian release the toolkit supports",
+            key="image.suite",
+            value=image["suite"],
+            fix=" or ".join(f"{c} ({r.label})" for c, r in sorted(codenames.items())),
+        )
     for key in IMAGE_LISTS:
         value = image[key]
         if not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):

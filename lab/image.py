@@ -1,6 +1,8 @@
-"""The lab's Debian 12 guest images, in two variants from one recipe:
-  zfs   debootstrap + bookworm kernel and headers (held) + ZFS DKMS from backports: the lab's VMs
-  bare  debootstrap + bookworm kernel (held), main only, no headers, no ZFS, no backports: a fresh
+"""The lab's Debian guest images (lab.yaml image.suite: trixie or bookworm), in two variants from one
+recipe:
+  zfs   debootstrap + the release's kernel and headers (held) + ZFS DKMS from where the release
+        takes it (trixie's contrib, bookworm-backports: model/releases.py): the lab's VMs
+  bare  debootstrap + the release's kernel (held), main only, no headers, no ZFS: a fresh
         server as the installer leaves it, for proving the storage role's ZFS install
 
 Cached under /var/cache/dbzfs-lab/images/<key>/ where <key> hashes everything that goes into the
@@ -29,6 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from model import releases
 from zfsrepo import package
 
 from . import aptcache
@@ -220,12 +223,15 @@ def _build(lab: Lab, variant: str, tmp: Path, log: Log) -> None:
         spec["mirror"],
     )
     suite, comps = spec["suite"], " ".join(spec["components"])
+    # Where the release's ZFS comes from (model/releases.py): its own suite (trixie), or its
+    # backports (bookworm), which the zfs image adds and installs ZFS from by name.
+    zfs_suite = releases.get(lab.release).zfs_suite
     write(
         "/etc/apt/sources.list",
         f"deb {spec['mirror']} {suite} {comps}\n"
         f"deb {spec['mirror']} {suite}-updates {comps}\n"
         f"deb {spec['security_mirror']} {suite}-security {comps}\n"
-        + ("" if bare else f"deb {spec['mirror']} {suite}-backports {comps}\n"),
+        + ("" if bare or zfs_suite == suite else f"deb {spec['mirror']} {zfs_suite} {comps}\n"),
     )
     write("/etc/apt/apt.conf.d/01proxy", f'Acquire::http::Proxy "{BUILD_PROXY.format(port=port)}";\n')
     write("/usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n", 0o755)
@@ -267,15 +273,14 @@ def _build(lab: Lab, variant: str, tmp: Path, log: Log) -> None:
         ).stdout.splitlines()
         chroot("apt-mark", "hold", *sorted({line.split()[1] for line in installed if line.startswith("ii")}))
         if not bare:
-            step(f"ZFS from {suite}-backports (DKMS build)")
+            step(f"ZFS from {zfs_suite} (DKMS build)")
             chroot(
                 "apt-get",
                 "install",
                 "-y",
                 "-q",
                 "--no-install-recommends",
-                "-t",
-                f"{suite}-backports",
+                *(["-t", zfs_suite] if zfs_suite != suite else []),
                 *spec["zfs_packages"],
             )
             step("ZFS module package and userland for the module repository (zfsrepo)")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from model import keys, sizing, zfs_properties
+from model import keys, releases, sizing, zfs_properties
 
 BY_ID = "/dev/disk/by-id/"
 
@@ -101,6 +101,7 @@ class HostConfig:
 
     name: str
     engine: str | None
+    debian_release: str  # "12", "13": model/releases.py
     role: str | None
     primary: str | None
     cluster: str | None
@@ -181,6 +182,7 @@ class HostConfig:
         return cls(
             name=name,
             engine=engine,
+            debian_release=str(_get(data, "debian_release")),
             role=data.get("role"),
             primary=data.get("primary"),
             cluster=_get(data, "cluster") or engine,
@@ -227,6 +229,16 @@ class HostConfig:
     @property
     def is_backup_host(self) -> bool:
         return self.role == "backup"
+
+    @property
+    def release(self) -> releases.Release:
+        """The Debian release the host runs (a validated debian_release)."""
+        return releases.get(self.debian_release)
+
+    @property
+    def server_version(self) -> str:
+        """The engine's major version on the host's release: "11.8", "17"."""
+        return self.release.version(self.engine)
 
     def dataset_name(self, relative: str) -> str:
         return f"{self.pool.name}/{relative}"

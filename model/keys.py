@@ -120,6 +120,20 @@ _DEFINITIONS = (
             required="every database host; a backup host has none",
         ),
         Key(
+            "debian_release",
+            STRING,
+            "13",
+            '"13"',
+            "the Debian release the host runs: the server version and where ZFS comes from follow it",
+            owner="roles.release",
+            choices=("12", "13"),
+            invalid="not a supported Debian release",
+            choice_fix='use "13" (trixie: MariaDB 11.8, PostgreSQL 17) or "12" (bookworm: MariaDB 10.11, '
+            "PostgreSQL 15), as the host runs",
+            notes="The deploy refuses a host that runs another release or distribution before it changes "
+            "anything. docs/releases.md: what differs between the two.",
+        ),
+        Key(
             "role",
             STRING,
             None,

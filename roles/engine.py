@@ -20,7 +20,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
 
-from engines import db_settings
+from engines import db_settings_check
 from facts.hardware import HostHardware
 from model import secrets
 from model.hostdata import HostConfig
@@ -43,7 +43,7 @@ def sized_for_this_host(cfg: HostConfig) -> Sizing:
     if key not in _hardware:
         _hardware[key] = host.get_fact(HostHardware)
     hw = _hardware[key]
-    problems = db_settings.memory_problems(cfg, hw["ram_bytes"], hw["cpus"])
+    problems = db_settings_check.memory_problems(cfg, hw["ram_bytes"], hw["cpus"])
     if problems:
         raise runtime.Refused(
             "\n".join(f"{p} (live RAM and CPUs of the host); nothing was changed" for p in problems)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from engines import db_settings
+from engines import db_settings, db_settings_check
 from model import keys, secrets as secrets_mod
 from model.checking import Context, close, is_int, is_number, kind_of
 from model.hostdata import HostConfig
@@ -265,7 +265,7 @@ def identity(ctx: Context, c: HostConfig) -> None:
 def database(ctx: Context, c: HostConfig) -> None:
     """db_settings (engines/db_settings.py, and against the data dataset's recordsize), the
     application databases and users."""
-    ctx.problems += db_settings.check(c)
+    ctx.problems += db_settings_check.check(c)
     if c.engine == "postgresql" and c.name in ctx.named and ctx.ok(c, "db_settings"):
         fpw = db_settings.as_bool("postgresql", c.db_settings.get("full_page_writes"))
         size = recordsize_or_none(c, c.data_dataset)

@@ -129,7 +129,7 @@ def _engine_exporter_drop_in(cfg: HostConfig, package: str, address: str, why: s
         }
     else:
         exporter = {
-            "after": [engines.POSTGRESQL.service],
+            "after": [engines.of(cfg).service],
             "environment": {
                 "DATA_SOURCE_NAME": f"user={ACCOUNT} host={PG_SOCKET_DIR} dbname=postgres sslmode=disable"
             },

@@ -1,8 +1,8 @@
-"""The PostgreSQL role: PostgreSQL 15 from Debian with its cluster created on the ZFS datasets,
-postgresql.conf / pg_hba.conf from templates/ (reload or restart only when the running server
-has not read them), and streaming replication: the primary holds the replication role, one
-physical slot per standby, the application roles and databases; each standby is built once with
-pg_basebackup through its slot and then only checked.
+"""The PostgreSQL role: PostgreSQL from Debian (15 on Debian 12, 17 on Debian 13) with its cluster
+created on the ZFS datasets, postgresql.conf / pg_hba.conf from templates/ (reload or restart only
+when the running server has not read them), and streaming replication: the primary holds the
+replication role, one physical slot per standby, the application roles and databases; each
+standby is built once with pg_basebackup through its slot and then only checked.
 
 Every PostgreSQL host passes through the same steps (a step that is not for its role is a
 no-op in the same place), so in one run the primary's role and slots exist before a standby is
@@ -11,28 +11,66 @@ built, and the primary checks replication after its standbys have started.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyinfra.api import HiddenValue, deploy
 from pyinfra.operations import files
 
 import engines
-from model import secrets
+from model import releases, secrets
 from model.hostdata import HostConfig
 from operations import common, postgresql as pg, runtime, units
 from roles import backup, engine, fencing, monitoring, pgbackrest, render, snapshots
 
-VERSION = render.PG_VERSION
 CLUSTER = render.PG_CLUSTER
-CONFIG_DIR = f"/etc/postgresql/{VERSION}/{CLUSTER}"
-UNIT = pg.unit(VERSION, CLUSTER)
 REPLICATION_USER = render.REPLICATION_USER["postgresql"]
 HOME = "/var/lib/postgresql"
 PASSFILE = render.PG_PASSFILE  # the walreceiver reads it (primary_conninfo names it), and the fence
-DROPIN = f"/etc/systemd/system/{UNIT}.d/zfs.conf"
 CREATECLUSTER_DROPIN = "/etc/postgresql-common/createcluster.d/dbzfs.conf"
-SERVER_BINARY = engines.POSTGRESQL.server_binary
-# The host's own server parses the candidate file (every setting's name and value) and prints
-# one setting; it refuses an unknown name or a bad value.
-CONFIG_CHECK = f"cd / && runuser -u postgres -- {SERVER_BINARY} --config-file={{path}} -C data_directory"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Debian's names for the host's cluster of its release's PostgreSQL (debian_release): 17/main
+    on Debian 13, 15/main on Debian 12."""
+
+    version: str
+    name: str = CLUSTER
+
+    @property
+    def config_dir(self) -> str:
+        return f"/etc/postgresql/{self.version}/{self.name}"
+
+    @property
+    def unit(self) -> str:
+        return pg.unit(self.version, self.name)
+
+    @property
+    def dropin(self) -> str:
+        return f"/etc/systemd/system/{self.unit}.d/zfs.conf"
+
+    @property
+    def server_binary(self) -> str:
+        return engines.get("postgresql", _release_of(self.version)).server_binary
+
+    @property
+    def config_check(self) -> str:
+        """The host's own server parses the candidate file (every setting's name and value) and
+        prints one setting; it refuses an unknown name or a bad value."""
+        return f"cd / && runuser -u postgres -- {self.server_binary} --config-file={{path}} -C data_directory"
+
+    @property
+    def log(self) -> str:
+        """pg_ctlcluster's log (Debian's)."""
+        return f"/var/log/postgresql/postgresql-{self.version}-{self.name}.log"
+
+
+def _release_of(version: str) -> str:
+    return next(r.major for r in releases.RELEASES.values() if r.postgresql == version)
+
+
+def cluster(cfg: HostConfig) -> Cluster:
+    return Cluster(cfg.server_version)
 
 
 def dropin_text(cfg: HostConfig) -> str:
@@ -51,7 +89,8 @@ def passfile_content() -> HiddenValue:
 
 @deploy("Install PostgreSQL")
 def install(cfg: HostConfig, group: engine.Group) -> None:
-    # Debian would create 15/main in /var/lib/postgresql when postgresql-15 is installed; the
+    c = cluster(cfg)
+    # Debian would create 17/main in /var/lib/postgresql when postgresql-17 is installed; the
     # cluster is created on the datasets instead. postgresql-common's createcluster.conf reads
     # createcluster.d/, so the setting is in place before the one install of every package.
     engine.text_file(
@@ -62,21 +101,20 @@ def install(cfg: HostConfig, group: engine.Group) -> None:
     )
     # The unit's drop-ins before the packages: postgresql-common's postinst reloads systemd, which
     # then reads them too (each daemon-reload re-reads every unit: no reload of our own).
-    engine.text_file(dropin_text(cfg), DROPIN, name=f"{UNIT} after the ZFS mounts")
-    fencing.place(cfg, group, UNIT)
+    engine.text_file(dropin_text(cfg), cluster(cfg).dropin, name=f"{cluster(cfg).unit} after the ZFS mounts")
+    fencing.place(cfg, group, c.unit)
     # One apt run for the server, the monitoring packages (their units are in place already),
     # sanoid (its timer does nothing before roles/snapshots.py writes its config) and pgBackRest
     # (archive_command: roles/pgbackrest.py).
     engine.packages(
-        f"PostgreSQL {VERSION}, monitoring, sanoid and pgBackRest",
-        list(engines.POSTGRESQL.packages)
-        + monitoring.packages(cfg)
-        + [snapshots.PACKAGE, pgbackrest.PACKAGE],
+        f"PostgreSQL {c.version}, monitoring, sanoid and pgBackRest",
+        list(engines.of(cfg).packages) + monitoring.packages(cfg) + [snapshots.PACKAGE, pgbackrest.PACKAGE],
     )
-    common.unit_files_loaded(name="systemd re-reads the unit", unit_name=UNIT)
+    common.unit_files_loaded(name="systemd re-reads the unit", unit_name=c.unit)
 
 
 def configure(cfg: HostConfig, group: engine.Group, applies: bool, why_not: str) -> None:
+    c = cluster(cfg)
     # Files rendered by render.py (engine.config_file's code path), placed by the operation itself:
     # engine.step joins hosts only at an operation called directly.
     sized = engine.sized_for_this_host(cfg)
@@ -86,22 +124,22 @@ def configure(cfg: HostConfig, group: engine.Group, applies: bool, why_not: str)
         applies,
         why_not,
         common.config_file,
-        name=f"{CONFIG_DIR}/postgresql.conf",
+        name=f"{c.config_dir}/postgresql.conf",
         content=render.render("postgresql.conf.j2", render.postgresql_context(cfg, sized, members, archive)),
-        path=f"{CONFIG_DIR}/postgresql.conf",
+        path=f"{c.config_dir}/postgresql.conf",
         user="postgres",
         group="postgres",
         mode="644",
-        check=CONFIG_CHECK,
-        checker=SERVER_BINARY,
+        check=c.config_check,
+        checker=c.server_binary,
     )
     engine.step(
         applies,
         why_not,
         common.config_file,
-        name=f"{CONFIG_DIR}/pg_hba.conf",
+        name=f"{c.config_dir}/pg_hba.conf",
         content=render.render("pg_hba.conf.j2", render.pg_hba_context(cfg, members)),
-        path=f"{CONFIG_DIR}/pg_hba.conf",
+        path=f"{c.config_dir}/pg_hba.conf",
         user="postgres",
         group="postgres",
         mode="640",
@@ -111,11 +149,11 @@ def configure(cfg: HostConfig, group: engine.Group, applies: bool, why_not: str)
         why_not,
         pg.apply_config,
         name="Reload or restart for changed files",
-        version=VERSION,
+        version=c.version,
         cluster_name=CLUSTER,
-        config_files=[f"{CONFIG_DIR}/postgresql.conf", f"{CONFIG_DIR}/pg_hba.conf"],
+        config_files=[f"{c.config_dir}/postgresql.conf", f"{c.config_dir}/pg_hba.conf"],
     )
-    engine.step(applies, why_not, units.service, name=f"{UNIT} running", unit=UNIT, running=True)
+    engine.step(applies, why_not, units.service, name=f"{c.unit} running", unit=c.unit, running=True)
 
 
 def database_grants(cfg: HostConfig) -> list[dict]:
@@ -139,14 +177,15 @@ def database_grants(cfg: HostConfig) -> list[dict]:
 
 @deploy("PostgreSQL primary")
 def primary(cfg: HostConfig, group: engine.Group, paths: dict) -> None:
+    c = cluster(cfg)
     is_primary = cfg.role == "primary"
     why_not = "a standby is built from its primary and gets roles and databases from it"
     engine.step(
         is_primary,
         why_not,
         pg.cluster,
-        name=f"Cluster {VERSION}/{CLUSTER} on {cfg.data_dataset} + {cfg.log_dataset}",
-        version=VERSION,
+        name=f"Cluster {c.version}/{CLUSTER} on {cfg.data_dataset} + {cfg.log_dataset}",
+        version=c.version,
         cluster_name=CLUSTER,
         data_directory=paths["data_directory"],
         wal_directory=paths["wal_directory"],
@@ -195,6 +234,7 @@ def passfile() -> None:
 
 @deploy("PostgreSQL standby")
 def standby(cfg: HostConfig, group: engine.Group, paths: dict) -> None:
+    c = cluster(cfg)
     is_standby = cfg.role == "replica"
     why_not = "not a standby"
     source = group.source() if is_standby else None
@@ -203,7 +243,7 @@ def standby(cfg: HostConfig, group: engine.Group, paths: dict) -> None:
         why_not,
         pg.standby,
         name="Standby built from the primary (pg_basebackup through its slot)",
-        version=VERSION,
+        version=c.version,
         cluster_name=CLUSTER,
         data_directory=paths["data_directory"],
         wal_directory=paths["wal_directory"],

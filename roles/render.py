@@ -17,7 +17,6 @@ from model.sizing import GIB, KIB, MIB, Sizing
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
-PG_VERSION = int(engines.POSTGRESQL.version)
 PG_CLUSTER = engines.POSTGRESQL.cluster
 REPLICATION_USER = engines.by_engine("replication_user")
 # The exporters' Unix account (Debian's prometheus packages create it) and database account.
@@ -31,6 +30,20 @@ MARIADB_PEERS_CLIENT = "/etc/mysql/dbzfs-peers.cnf"  # the replication account, 
 FENCE_CHECK = "/usr/local/sbin/dbzfs-fence-check"
 FENCE_WAIT_SECONDS = 45  # how long the fence waits for peers that do not answer (slow at boot)
 
+# How InnoDB reads and writes its files on ZFS, per server version (docs/releases.md). Through the
+# page cache (ZFS has no O_DIRECT of its own before 2.3, and its ARC caches anyway), no O_DSYNC:
+# 10.11's innodb_flush_method = fsync; 11.x deprecates that setting for the two it was made of.
+# 11.x also deprecates innodb_file_per_table (always on), and adds slave_connections_needed_for_purge
+# (default 1: a primary keeps every binlog while no replica is connected, so expire_logs_days would
+# stop working on a primary whose replicas are down): 0 keeps 10.11's purge.
+MARIADB_FILE_IO = {
+    "10.11": {"innodb_flush_method": "fsync", "innodb_file_per_table": "ON"},
+    "11.8": {
+        "innodb_data_file_buffering": "ON",
+        "innodb_data_file_write_through": "OFF",
+        "slave_connections_needed_for_purge": "0",
+    },
+}
 MARIADB_SIZE_KEYS = {"innodb_buffer_pool_size", "innodb_log_file_size", "innodb_log_buffer_size"}
 PG_SIZE_KEYS = {
     "shared_buffers",
@@ -109,13 +122,18 @@ def mariadb_paths(cfg: HostConfig) -> dict:
     }
 
 
+def pg_config_dir(cfg: HostConfig) -> str:
+    """Debian's directory of the host's cluster: /etc/postgresql/<version>/main."""
+    return f"/etc/postgresql/{cfg.server_version}/{PG_CLUSTER}"
+
+
 def postgresql_paths(cfg: HostConfig) -> dict:
     data = cfg.mountpoint(cfg.data_dataset)
     wal = cfg.mountpoint(cfg.log_dataset)
     return {
-        "data_directory": f"{data}/{PG_VERSION}/{PG_CLUSTER}",
-        "wal_directory": f"{wal}/{PG_VERSION}/{PG_CLUSTER}",
-        "config_dir": f"/etc/postgresql/{PG_VERSION}/{PG_CLUSTER}",
+        "data_directory": f"{data}/{cfg.server_version}/{PG_CLUSTER}",
+        "wal_directory": f"{wal}/{cfg.server_version}/{PG_CLUSTER}",
+        "config_dir": pg_config_dir(cfg),
     }
 
 
@@ -124,6 +142,8 @@ def mariadb_context(cfg: HostConfig, sized: Sizing) -> dict:
     # The doublewrite buffer guards against torn pages; ZFS writes a record atomically, so with
     # records of at least InnoDB's 16k page it is not needed [Let's Encrypt, OpenZFS].
     settings["innodb_doublewrite"] = "0" if cfg.recordsize(cfg.data_dataset) >= INNODB_PAGE else "1"
+    file_io = MARIADB_FILE_IO[cfg.server_version]
+    settings.update(file_io)
     role = {
         "server_id": cfg.server_id,
         "port": MARIADB_PORT,
@@ -139,6 +159,8 @@ def mariadb_context(cfg: HostConfig, sized: Sizing) -> dict:
         "host": cfg.name,
         "role": cfg.role,
         "paths": mariadb_paths(cfg),
+        "version": cfg.server_version,
+        "file_io": list(file_io),
         "s": settings,
         "r": role,
         "extra": overrides,
@@ -176,7 +198,7 @@ def postgresql_context(
     return {
         "host": cfg.name,
         "paths": postgresql_paths(cfg),
-        "version": PG_VERSION,
+        "version": int(cfg.server_version),
         "cluster": PG_CLUSTER,
         "s": {k: pg_value(v) for k, v in settings.items()},
         "extra": {k: pg_value(v) for k, v in overrides.items()},

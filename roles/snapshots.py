@@ -46,7 +46,6 @@ UNIT_PATH = f"/etc/systemd/system/{UNIT}"
 METRICS = "/var/lib/prometheus/node-exporter/dbzfs_snapshots.prom"
 SANOID_CONF = "/etc/sanoid/sanoid.conf"
 SANOID_DROP_IN = "/etc/systemd/system/sanoid.service.d/dbzfs.conf"
-SERVER_UNIT = engines.by_engine("service")
 
 
 def when(cfg: HostConfig, members: Sequence[HostConfig]) -> str | None:
@@ -102,7 +101,7 @@ def files_text(cfg: HostConfig, members: Sequence[HostConfig]) -> dict[str, str]
             "dbzfs-snapshot.service.j2",
             {
                 "engine": cfg.engine,
-                "server_unit": SERVER_UNIT[cfg.engine],
+                "server_unit": engines.of(cfg).service,
                 "script": SCRIPT,
                 "when": mode,
                 "metrics": METRICS,

@@ -11,6 +11,7 @@ from collections import defaultdict
 from model import secrets as secrets_mod
 from model.checking import ENGINES, Context
 from model.hostdata import HostConfig
+from model.releases import RELEASES
 
 DATABASE_ROLES = ("primary", "replica")  # a database host's (model/keys.py: role)
 
@@ -85,6 +86,38 @@ def fleet(ctx: Context) -> None:
                 f"{p.name} is in replication group {p.cluster!r}, this host in {c.cluster!r}",
                 "put both in the same cluster",
             )
+        elif ctx.ok(c, "debian_release") and ctx.ok(p, "debian_release"):
+            releases_of(ctx, c, p)
+
+
+def releases_of(ctx: Context, c: HostConfig, p: HostConfig) -> None:
+    """A replica's release against its primary's: PostgreSQL streams between servers of one major
+    version only; a MariaDB replica may run a newer server than its primary (replicas are upgraded
+    first), never an older one."""
+    if (
+        c.debian_release == p.debian_release
+        or c.debian_release not in RELEASES
+        or p.debian_release not in RELEASES
+    ):
+        return
+    if c.engine == "postgresql":
+        ctx.add(
+            c.name,
+            "debian_release",
+            c.debian_release,
+            f"PostgreSQL {c.server_version} here, {p.server_version} on its primary {p.name} "
+            f"(debian_release {p.debian_release!r}): a standby streams from the same major version only",
+            "give both the same debian_release (a group moves to a new release as docs/releases.md says)",
+        )
+    elif int(c.debian_release) < int(p.debian_release):
+        ctx.add(
+            c.name,
+            "debian_release",
+            c.debian_release,
+            f"MariaDB {c.server_version} here, {p.server_version} on its primary {p.name}: a replica "
+            "may not run an older server than its primary",
+            f'upgrade this replica first (debian_release: "{p.debian_release}"), then the primary',
+        )
 
 
 def group(ctx: Context, cluster: str, hosts: list[HostConfig]) -> None:

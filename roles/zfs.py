@@ -14,6 +14,7 @@ from pyinfra.operations import apt, files, server
 import engines
 from facts.drives import DrivesByPattern
 from facts.zfs import ModuleRepositoryPackages, ZpoolProperties, ZpoolTopology
+from model import releases
 from model.hostdata import HostConfig
 from model.zfs_properties import BLOCKS_COMPRESSION
 from operations import accounts, runtime, units, zfs as zfs_ops, zpool
@@ -121,13 +122,13 @@ def multipath_warning(cfg: HostConfig, multipath: str | None) -> str | None:
 @deploy("Install ZFS")
 def install(cfg: HostConfig) -> None:
     try:
-        suite = zfs_packages.suite(host.get_fact(LinuxDistribution))
+        release = zfs_packages.release(host.get_fact(LinuxDistribution), cfg.debian_release)
         installed = engine.installed_packages()
-        release = host.get_fact(KernelVersion)
+        kernel = host.get_fact(KernelVersion)
         if cfg.zfs_install == "prebuilt":
-            packages = _prebuilt_packages(cfg, release, installed)
+            packages = _prebuilt_packages(cfg, kernel, installed)
         else:
-            headers = zfs_packages.header_packages(release, installed)
+            headers = zfs_packages.header_packages(kernel, installed)
     except zfs_packages.InstallError as e:
         raise runtime.Refused(f"{host.name}: {e}; nothing was changed.") from None
     if cfg.zfs_install == "prebuilt":
@@ -144,13 +145,13 @@ def install(cfg: HostConfig) -> None:
             filename="dbzfs-zfs-modules",
         )
         engine.packages(
-            f"ZFS module for Linux {release.strip()} and the matching tools, prebuilt (nothing compiles)",
+            f"ZFS module for Linux {kernel.strip()} and the matching tools, prebuilt (nothing compiles)",
             packages,
             installed=installed,
             max_list_age=0,
         )  # lists of the source just added
     else:
-        _install_dkms(suite, headers, installed)
+        _install_dkms(release, headers, installed)
     server.modprobe(name="Load the zfs module", module="zfs")
     # zfsutils-linux loads the module at boot with this unit; make sure nobody disabled it.
     units.service(name="Load zfs at boot", unit="zfs-load-module.service", enabled=True)
@@ -167,12 +168,11 @@ def _prebuilt_packages(cfg: HostConfig, release: str, installed: dict) -> list[s
     return zfs_packages.prebuilt_packages(release, repo["url"], index, installed, error)
 
 
-def _install_dkms(suite: str, headers: list[str], installed: dict) -> None:
-    apt.repo(
-        name=f"Debian {suite}-backports (contrib) for ZFS 2.3",
-        src=zfs_packages.backports_source(suite),
-        filename="dbzfs-backports",
-    )
+def _install_dkms(release: releases.Release, headers: list[str], installed: dict) -> None:
+    source = zfs_packages.zfs_source(release)
+    for other in zfs_packages.other_sources(release):  # left by a host's earlier release
+        files.file(name=f"No {other.name} (another release's ZFS source)", path=other.path, present=False)
+    apt.repo(name=source.name, src=source.line, filename=source.filename)
     # The package lists are refreshed only when something must be installed (engine.packages),
     # so that a converge of an installed host changes nothing.
     engine.packages(
@@ -182,10 +182,10 @@ def _install_dkms(suite: str, headers: list[str], installed: dict) -> None:
         max_list_age=0,
     )  # lists of the source just added
     engine.packages(
-        f"ZFS from {suite}-backports (DKMS builds the module: minutes)",
+        f"ZFS from {release.zfs_suite} (DKMS builds the module: minutes)",
         zfs_packages.ZFS_PACKAGES,
         installed=installed,
-        extra_install_args=f"-t {suite}-backports",
+        extra_install_args=source.install_args,
     )
 
 

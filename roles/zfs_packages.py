@@ -1,14 +1,15 @@
-"""Which packages put ZFS on a Debian 12 host, from the host's facts (pure: unit-tested).
+"""Which packages put ZFS on a Debian host, from the host's facts (pure: unit-tested).
 
-Debian ships ZFS as source (zfs-dkms in bookworm-backports contrib): DKMS compiles the module
+Debian ships ZFS as source, zfs-dkms in contrib: trixie's own on Debian 13, bookworm-backports'
+on Debian 12 (model/releases.py). DKMS compiles the module
 for every kernel whose headers are installed. So the headers must be
   - the running kernel's own (linux-headers-$(uname -r)): the module is built for it and loads
     now, without a reboot;
   - for each installed kernel metapackage (linux-image-amd64, linux-image-cloud-amd64, ...) the
     headers metapackage at the same version: when apt brings a new kernel it brings its headers,
     and DKMS builds the module for it before the next boot.
-Headers come from the release the kernel came from, never with `-t bookworm-backports`: with
-that, linux-headers-amd64 resolves to the backports kernel series (6.12), which matches no
+Headers come from the release the kernel came from, never with `-t bookworm-backports` on Debian 12:
+with that, linux-headers-amd64 resolves to the backports kernel series (6.12), which matches no
 installed kernel, and the running kernel gets no module.
 
 Or prebuilt (zfs_install: "prebuilt"): the module built once per kernel and served with the
@@ -20,13 +21,13 @@ compiler, headers or backports. A kernel the repository has no module for is ref
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from model import keys
+from model import keys, releases
 from model.checking import Context
 from model.hostdata import HostConfig
 
-SUPPORTED = {"debian": {"12": "bookworm"}}
 ZFS_PACKAGES = ["zfs-dkms", "zfsutils-linux", "zfs-zed"]
 ZFS_TOOLS = ["zfsutils-linux", "zfs-zed"]  # with the prebuilt module: same version as the module
 INSTALLS = keys.choices("zfs_install")  # "dkms", "prebuilt"
@@ -40,21 +41,60 @@ class InstallError(ValueError):
     pass
 
 
-def suite(distribution: dict | None) -> str:
-    """The Debian suite for a pyinfra LinuxDistribution fact; InstallError when unsupported."""
-    name = str((distribution or {}).get("name") or "unknown").lower()
-    major = str((distribution or {}).get("major") or "")
-    try:
-        return SUPPORTED[name][major]
-    except KeyError:
+def release(distribution: dict | None, declared: str) -> releases.Release:
+    """The host's release from a pyinfra LinuxDistribution fact, when it is the one its data
+    declares (debian_release); InstallError naming both otherwise."""
+    found = releases.of_distribution(distribution)
+    wanted = releases.get(declared)
+    if found is None:
         raise InstallError(
-            f"the ZFS install supports Debian 12 (bookworm) only; this host runs "
-            f"{(distribution or {}).get('name') or 'an unknown system'} {major}".rstrip()
-        ) from None
+            f"the host runs {releases.described(distribution)}; the toolkit converges "
+            + " and ".join(r.label for r in releases.RELEASES.values())
+            + " only"
+        )
+    if found is not wanted:
+        raise InstallError(
+            f"the host runs {found.label}, its data says debian_release {declared!r} ({wanted.label}): "
+            f'set debian_release: "{found.major}" for it (or upgrade it first: docs/releases.md)'
+        )
+    return found
 
 
-def backports_source(suite_name: str, mirror: str = "http://deb.debian.org/debian") -> str:
-    return f"deb {mirror} {suite_name}-backports main contrib"
+@dataclass(frozen=True)
+class Source:
+    """The apt source ZFS comes from on a release (zfs-dkms is in contrib: its license keeps it
+    out of main)."""
+
+    name: str  # for the operation
+    line: str  # the .list line
+    filename: str  # under /etc/apt/sources.list.d/, without .list
+    install_args: str  # for apt-get install: backports are only taken when asked for
+
+    @property
+    def path(self) -> str:
+        return f"/etc/apt/sources.list.d/{self.filename}.list"
+
+
+def zfs_source(rel: releases.Release, mirror: str = "http://deb.debian.org/debian") -> Source:
+    if rel.zfs_suite.endswith("-backports"):
+        return Source(
+            name=f"Debian {rel.zfs_suite} (contrib) for ZFS 2.3",
+            line=f"deb {mirror} {rel.zfs_source}",
+            filename="dbzfs-backports",
+            install_args=f"-t {rel.zfs_suite}",
+        )
+    return Source(
+        name=f"Debian {rel.zfs_suite} contrib for ZFS",
+        line=f"deb {mirror} {rel.zfs_source}",
+        filename="dbzfs-zfs-contrib",
+        install_args="",
+    )
+
+
+def other_sources(rel: releases.Release) -> list[Source]:
+    """The ZFS sources of the other releases (a host upgraded from one keeps its file)."""
+    mine = zfs_source(rel).filename
+    return [zfs_source(r) for r in releases.RELEASES.values() if zfs_source(r).filename != mine]
 
 
 def header_packages(release: str, installed: dict[str, set[str]]) -> list[str]:

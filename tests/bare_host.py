@@ -1,9 +1,11 @@
-"""What a bare Debian 12 VM (lab.yaml `bare_vms`) looks like before the deploy, and its --dry run:
-shared by tests/e2e/test_bare_host_plan.py (in CI) and tests/install (the whole install)."""
+"""What a bare Debian VM of the lab's release (lab.yaml `bare_vms`) looks like before the deploy,
+and its --dry run: shared by tests/e2e/test_bare_host_plan.py (in CI) and tests/install (the whole
+install)."""
 
 import time
 
 from tests.e2e.pyinfra_results import proposed_changes
+from tests.labkit import lab_release
 
 # Prints nothing on a bare host: no zfs module, no ZFS tools, no ZFS or header packages, no
 # contrib or backports source.
@@ -15,13 +17,15 @@ BARE_STATE = (
     "true"
 )
 
+_ZFS_FROM = lab_release().zfs_suite  # the lab's release's: bookworm-backports, or trixie's contrib
+
 # Operations a --dry run must propose on a bare host, in this order, by zfs_install.
 INSTALL_OPERATIONS = {
     "dkms": (
-        "Debian bookworm-backports (contrib) for ZFS",
+        f"Debian {_ZFS_FROM} ",
         "Refresh the package lists",
         "Kernel headers for the ZFS module build",
-        "ZFS from bookworm-backports",
+        f"ZFS from {_ZFS_FROM}",
         "Load the zfs module",
         "Load zfs at boot",
         "Pool dbpool",
@@ -41,7 +45,7 @@ INSTALL_OPERATIONS = {
 # The engine role's install operation, proposed after the ZFS install.
 ENGINE_INSTALL = {
     "mariadb": "MariaDB server and client from Debian",
-    "postgresql": "PostgreSQL 15, monitoring, sanoid and pgBackRest",
+    "postgresql": f"PostgreSQL {lab_release().postgresql}, monitoring, sanoid and pgBackRest",
 }
 
 

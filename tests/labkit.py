@@ -818,3 +818,21 @@ class Listener:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# --- the lab's release -----------------------------------------------------------------------------
+
+
+def lab_release():
+    """The Debian release the lab's VMs run (lab/lab.yaml image.suite): model.releases.Release."""
+    from lab import definition
+    from model import releases
+
+    return releases.get(definition.load().release)
+
+
+def lab_postgresql():
+    """Debian's names for the lab's PostgreSQL cluster (unit, config_dir, dropin, log, ...)."""
+    from roles import postgresql
+
+    return postgresql.Cluster(lab_release().postgresql)

@@ -11,7 +11,8 @@ The rules live with the code that owns the keys they check:
     roles/backup_checks.py       a backup host's identity and settings, its addresses and key
     roles/pgbackrest_checks.py   the archive and backup settings, the PostgreSQL hosts' key
     roles/monitoring_checks.py   ports, durations, thresholds, alert_for, scraped addresses
-    model/keys.py                the keys with a fixed set of values (their choices)
+    model/keys.py                the keys with a fixed set of values (their choices; debian_release's
+                                 host side: roles/release.py)
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ def check(hosts: Mapping[str, Mapping], secrets: secrets_mod.Secrets | None = No
 
 def per_host(ctx: Context, c: HostConfig) -> None:
     """One host's rules, in the order their problems are reported."""
+    # roles/release.py's (it compares it with the live host): its choices are the rule
+    ctx.choice(c, "debian_release", c.debian_release)
     if c.is_backup_host:
         backup_checks.identity(ctx, c)
     else:

@@ -4,15 +4,17 @@ setting, and leaves the old file and the running server as they were."""
 
 import pytest
 
-from roles import mariadb, postgresql
+from roles import mariadb
+
+from tests.labkit import lab_postgresql
 
 pytestmark = pytest.mark.e2e
 
 CASES = {
     "db2": (mariadb.CONFIG, "mariadb.service", "innodb_no_such_setting = 1", "innodb_no_such_setting"),
     "pg2": (
-        f"{postgresql.CONFIG_DIR}/postgresql.conf",
-        "postgresql@15-main.service",
+        f"{lab_postgresql().config_dir}/postgresql.conf",
+        lab_postgresql().unit,
         "shared_buffers = 'plenty'",
         "shared_buffers",
     ),

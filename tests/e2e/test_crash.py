@@ -110,7 +110,8 @@ RECOVERY = {
     "mariadb": r"Starting crash recovery",
     "postgresql": r"automatic recovery in progress|was interrupted while in recovery",
 }
-PG_LOG = "/var/log/postgresql/postgresql-15-main.log"  # pg_ctlcluster's log (Debian)
+PG = labkit.lab_postgresql()  # the lab's release's cluster
+PG_LOG = PG.log  # pg_ctlcluster's log (Debian)
 # The settings the tuning removed, put back for one cycle (a drop-in read after deploy.py's).
 DOUBLEWRITE_ON = "/etc/mysql/mariadb.conf.d/99-crashtest-doublewrite.cnf"
 
@@ -206,20 +207,20 @@ def postgresql_pages_check(lab, name, cycle):
     amcheck = lab.run(
         name,
         "cd / && runuser -u postgres -- "
-        "/usr/lib/postgresql/15/bin/pg_amcheck -d app -d postgres --heapallindexed 2>&1",
+        f"/usr/lib/postgresql/{PG.version}/bin/pg_amcheck -d app -d postgres --heapallindexed 2>&1",
         timeout=1800,
     )
     assert amcheck.rc == 0, f"cycle {cycle}: pg_amcheck on {name}:\n{amcheck.stdout}"
-    lab.check(name, "systemctl stop postgresql@15-main", timeout=600)
+    lab.check(name, f"systemctl stop {PG.unit}", timeout=600)
     try:
         out = lab.run(
             name,
-            "runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_checksums --check "
-            "-D /datastore/postgresql/15/main 2>&1",
+            f"runuser -u postgres -- /usr/lib/postgresql/{PG.version}/bin/pg_checksums --check "
+            f"-D /datastore/postgresql/{PG.version}/main 2>&1",
             timeout=1800,
         )
     finally:
-        lab.check(name, "systemctl start postgresql@15-main", timeout=600)
+        lab.check(name, f"systemctl start {PG.unit}", timeout=600)
     clean = out.rc == 0 and "Bad checksums:  0" in out.stdout
     assert clean, f"cycle {cycle}: pg_checksums on {name}:\n{out.stdout}"
 

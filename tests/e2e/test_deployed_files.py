@@ -19,8 +19,8 @@ ON_HOST = {
     "zed.rc.j2": "/etc/zfs/zed.d/zed.rc",
     "my.cnf.j2": mariadb.CONFIG,
     "mariadb-role.cnf.j2": mariadb.ROLE_CONFIG,
-    "postgresql.conf.j2": f"{postgresql.CONFIG_DIR}/postgresql.conf",
-    "pg_hba.conf.j2": f"{postgresql.CONFIG_DIR}/pg_hba.conf",
+    "postgresql.conf.j2": "{config_dir}/postgresql.conf",  # the host's cluster's (its release's)
+    "pg_hba.conf.j2": "{config_dir}/pg_hba.conf",
     "fence-check.sh.j2": render.FENCE_CHECK,
 }
 
@@ -33,13 +33,17 @@ def offline_files(inventory) -> dict[str, dict[str, str]]:
     result = {}
     for name, cfg in configs.items():
         peers = [c for c in configs.values() if c.engine == cfg.engine and c.cluster == cfg.cluster]
-        files = {ON_HOST[t]: text for t, text in render.render_host(cfg, cfg.sizing(), peers).items()}
+        where = {"config_dir": render.pg_config_dir(cfg) if cfg.engine == "postgresql" else ""}
+        files = {
+            ON_HOST[t].format(**where): text
+            for t, text in render.render_host(cfg, cfg.sizing(), peers).items()
+        }
         if cfg.engine == "mariadb":
             files[mariadb.DROP_IN] = mariadb.systemd_drop_in(cfg)
             files[fencing.dropin_path(mariadb.SERVICE)] = render.fence_dropin()
         else:
-            files[postgresql.DROPIN] = postgresql.dropin_text(cfg)
-            files[fencing.dropin_path(postgresql.UNIT)] = render.fence_dropin()
+            files[postgresql.cluster(cfg).dropin] = postgresql.dropin_text(cfg)
+            files[fencing.dropin_path(postgresql.cluster(cfg).unit)] = render.fence_dropin()
         files.update(monitoring.units_text(cfg))
         files[monitoring.COLLECTOR] = monitoring.COLLECTOR_SOURCE.read_text()
         files.update(snapshots.files_text(cfg, peers))

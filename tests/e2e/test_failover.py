@@ -195,7 +195,7 @@ def test_failover_of_both_primaries_fence_reseed_and_back(converged, timings):
 
     # The old primaries come back fenced.
     control.up(lab.definition, ["db1", "pg1"])
-    for name, unit in (("db1", "mariadb"), ("pg1", "postgresql@15-main")):
+    for name, unit in (("db1", "mariadb"), ("pg1", labkit.lab_postgresql().unit)):
         state = f"systemctl show -p ActiveState --value {unit}"
         wait_for(
             lambda name=name, state=state: lab.run(name, state).stdout.strip() == "failed",

@@ -10,11 +10,13 @@ import pytest
 
 from operations.postgresql import slot_name
 
+from tests import labkit
+
 pytestmark = pytest.mark.e2e
 
 PRIMARY, STANDBY = "pg1", "pg2"
 SLOT = slot_name(STANDBY)
-UNIT = "postgresql@15-main"
+UNIT = labkit.lab_postgresql().unit
 TABLE = "dbzfs_e2e_rows"
 
 

@@ -96,11 +96,11 @@ def load_events(lab):
 
 def test_a_stopped_replica_stops_the_roll_of_its_primary(converged, timings):
     timings[f"{EVENTS:,} events loaded on pg1"] = load_events(converged)
-    converged.check("pg2", "systemctl stop postgresql@15-main", timeout=600)
+    converged.check("pg2", f"systemctl stop {labkit.lab_postgresql().unit}", timeout=600)
     try:
         result, report = roll(converged, ROLLED, "--limit", "pg1", "--gate-timeout", "20")
     finally:
-        converged.check("pg2", "systemctl start postgresql@15-main", timeout=600)
+        converged.check("pg2", f"systemctl start {labkit.lab_postgresql().unit}", timeout=600)
     assert result.rc == 1, result.stdout[-6000:]
     [pg1] = report["hosts"]
     # Checked before pg1 is switched over to pg2: nothing changed on pg1.

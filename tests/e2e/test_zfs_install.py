@@ -80,6 +80,6 @@ def back_after_power_loss(lab, names):
         assert lab.check(name, "zpool list -H -o name,health").split() == ["dbpool", "ONLINE"]
         mounted = lab.check(name, "zfs list -H -o mounted -t filesystem dbpool/datastore/postgresql")
         assert mounted.strip() == "yes", mounted
-        assert lab.check(name, "systemctl is-active postgresql@15-main").strip() == "active"
+        assert lab.check(name, f"systemctl is-active {labkit.lab_postgresql().unit}").strip() == "active"
     if "pg2" in names:
         wait_for(lambda: streaming(lab), 180, "pg2 streaming from pg1 again after its power loss")

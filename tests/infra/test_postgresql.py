@@ -15,16 +15,14 @@ from facts.postgresql import (
 )
 from model import secrets
 from model.hostdata import HostConfig
-from operations.postgresql import password_matches, slot_name, unit
+from operations.postgresql import password_matches, slot_name
 from roles import pgbackrest, render
-from roles.postgresql import PASSFILE, REPLICATION_USER, database_grants
+from roles.postgresql import PASSFILE, REPLICATION_USER, cluster, database_grants
 
 from tests.infra.conftest import _inventory
 from tests.infra.probe import fact
 
 engine = "postgresql"  # tests/infra/conftest.py: only hosts with this engine are checked
-
-UNIT = unit(render.PG_VERSION, render.PG_CLUSTER)
 
 
 def psql(host, sql):
@@ -61,8 +59,8 @@ def expected(host, cfg, members, request):
     return {k: v[1:-1].replace("''", "'") if v.startswith("'") else v for k, v in settings.items()}
 
 
-def test_server_running(host):
-    assert host.service(UNIT).is_running
+def test_server_running(host, cfg):
+    assert host.service(cluster(cfg).unit).is_running
     assert psql(host, "SELECT 1") == "1"
 
 
@@ -110,8 +108,8 @@ def test_wal_on_its_dataset(host, cfg, paths):
     assert segments, f"no WAL segment in {paths['wal_directory']}"
 
 
-def test_debian_default_directory_never_created(host):
-    assert not host.file("/var/lib/postgresql/15/main").exists
+def test_debian_default_directory_never_created(host, cfg):
+    assert not host.file(f"/var/lib/postgresql/{cfg.server_version}/main").exists
     # What postgresql-common's postinst asks (createcluster.conf and its createcluster.d/).
     show = "pg_conftool /etc/postgresql-common/createcluster.conf show -bs create_main_cluster"
     assert host.check_output(show) == "off"
@@ -121,7 +119,7 @@ def test_starts_after_the_zfs_mounts(host, cfg):
     props = dict(
         line.split("=", 1)
         for line in host.check_output(
-            "systemctl show -p After -p Requires -p RequiresMountsFor %s", UNIT
+            "systemctl show -p After -p Requires -p RequiresMountsFor %s", cluster(cfg).unit
         ).splitlines()
     )
     assert "zfs-mount.service" in props["After"].split()

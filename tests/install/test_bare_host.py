@@ -9,7 +9,9 @@ import time
 import pytest
 
 from lab import control
+from roles import zfs_packages
 
+from tests import labkit
 from tests.bare_host import check_dry_run_plans_the_install, check_starts_bare
 from tests.e2e.pyinfra_results import assert_changed_nothing
 from tests.labkit import log
@@ -49,9 +51,8 @@ def test_converge_from_bare_installs_zfs_for_the_running_kernel(installed):
             on_disk,
         )
         assert installed.check(name, "systemctl is-enabled zfs-load-module.service").strip() == "enabled"
-        assert "bookworm-backports main contrib" in installed.check(
-            name, "cat /etc/apt/sources.list.d/dbzfs-backports.list"
-        )
+        source = zfs_packages.zfs_source(labkit.lab_release())
+        assert source.line.split(" ", 2)[2] in installed.check(name, f"cat {source.path}")
 
 
 def test_testinfra_checks_pass(installed):

@@ -13,7 +13,14 @@ from roles import render
 from tests.unit.conftest import GIB, host_data
 from tests.unit.real_servers import PG_BIN, as_postgres, mariadbd_values, require
 
-LAB_VM = {"hardware": {"ram_bytes": 4 * GIB, "cpus": 1}, "drive_pattern": "nvme-TEST_*", "drive_count": 24}
+# Debian 12: the servers installed on this machine read the variant configs (MariaDB 10.11, PostgreSQL
+# 15); Debian 13's tuned settings are compared as rendered.
+LAB_VM = {
+    "hardware": {"ram_bytes": 4 * GIB, "cpus": 1},
+    "drive_pattern": "nvme-TEST_*",
+    "drive_count": 24,
+    "debian_release": "12",
+}
 HOSTS = {
     "mariadb": host_data(**LAB_VM, role="primary", server_id=1, zpool_spares=2),
     "postgresql": host_data(**LAB_VM, role="primary"),
@@ -62,7 +69,14 @@ def test_tuned_is_what_the_deploy_converges(engine):
 
 def test_tuned_storage_settings_come_from_the_rendered_config():
     mariadb = variants.tuned_storage_settings(variants.host_config("mariadb", HOSTS["mariadb"]))
-    assert mariadb["innodb_doublewrite"] == "0" and mariadb["innodb_flush_method"] == "fsync"
+    assert mariadb["innodb_doublewrite"] == "0" and mariadb["innodb_flush_method"] == "fsync"  # 10.11
+    on_13 = variants.host_config("mariadb", {**HOSTS["mariadb"], "debian_release": "13"})
+    assert {
+        k: v for k, v in variants.tuned_storage_settings(on_13).items() if "file" in k or "flush_m" in k
+    } == {
+        "innodb_data_file_buffering": "ON",
+        "innodb_data_file_write_through": "OFF",
+    }
     cfg = variants.host_config("mariadb", HOSTS["mariadb"])
     assert mariadb["innodb_io_capacity"] == str(cfg.sizing().database["innodb_io_capacity"])
     pg = variants.tuned_storage_settings(variants.host_config("postgresql", HOSTS["postgresql"]))

@@ -6,15 +6,20 @@ import copy
 
 import pytest
 
-from engines import db_settings
+import engines
+from engines import db_settings, db_settings_check
 from model.hostdata import HostConfig
 from validation import validate
 
 from tests.unit.conftest import GIB
 
+# The default release's servers (debian_release "13": MariaDB 11.8, PostgreSQL 17); the other
+# release's files are checked by the tests that name a version.
+V = {name: engines.get(name).version for name in db_settings.ENGINES}
 
-def report(engine, name, value, host="h1"):
-    return [str(p) for p in db_settings.setting_problems(engine, name, value, host)]
+
+def report(engine, name, value, host="h1", version=None):
+    return [str(p) for p in db_settings.setting_problems(engine, name, value, version or V[engine], host)]
 
 
 def host_problems(fleet, host, secrets, **data):
@@ -27,31 +32,31 @@ def host_problems(fleet, host, secrets, **data):
 
 def test_unknown_names_with_did_you_mean():
     assert report("mariadb", "innodb_buffer_poll_size", "8G") == [
-        "h1: db_settings['innodb_buffer_poll_size'] = '8G': unknown MariaDB 10.11 setting. Fix: did you "
+        "h1: db_settings['innodb_buffer_poll_size'] = '8G': unknown MariaDB 11.8 setting. Fix: did you "
         "mean 'innodb_buffer_pool_size' or 'innodb_buffer_pool_size_max' or 'innodb_buffer_pool_chunk_size'?"
     ]
     assert report("postgresql", "shared_buffer", "1GB") == [
-        "h1: db_settings['shared_buffer'] = '1GB': unknown PostgreSQL 15 setting. Fix: did you mean "
+        "h1: db_settings['shared_buffer'] = '1GB': unknown PostgreSQL 17 setting. Fix: did you mean "
         "'shared_buffers'?"
     ]
 
 
 def test_unknown_names_without_a_close_one():
     assert report("postgresql", "zzz_nothing", 1) == [
-        "h1: db_settings['zzz_nothing'] = 1: unknown PostgreSQL 15 setting. Fix: remove it, or take the "
+        "h1: db_settings['zzz_nothing'] = 1: unknown PostgreSQL 17 setting. Fix: remove it, or take the "
         "name from pg_settings"
     ]
     assert report("mariadb", "zzz_nothing", 1) == [
-        "h1: db_settings['zzz_nothing'] = 1: unknown MariaDB 10.11 setting. Fix: remove it, or take the "
+        "h1: db_settings['zzz_nothing'] = 1: unknown MariaDB 11.8 setting. Fix: remove it, or take the "
         "name from `mariadbd --verbose --help`"
     ]
 
 
 def test_a_name_is_per_engine():
     assert report("postgresql", "innodb_buffer_pool_size", "8G")[0].endswith(
-        "unknown PostgreSQL 15 setting. Fix: remove it, or take the name from pg_settings"
+        "unknown PostgreSQL 17 setting. Fix: remove it, or take the name from pg_settings"
     )
-    assert "unknown MariaDB 10.11 setting" in report("mariadb", "shared_buffers", "8GB")[0]
+    assert "unknown MariaDB 11.8 setting" in report("mariadb", "shared_buffers", "8GB")[0]
 
 
 @pytest.mark.parametrize(
@@ -139,12 +144,22 @@ def test_postgresql_not_booleans(value):
 
 @pytest.mark.parametrize("value", ["ON", "off", "TRUE", "false", "1", "0", True, False, 0])
 def test_mariadb_booleans(value):
-    assert report("mariadb", "innodb_doublewrite", value) == []
+    assert report("mariadb", "innodb_doublewrite", value, version="10.11") == []
+
+
+@pytest.mark.parametrize("value", ["ON", "off", "fast", "0", "1", "2", True, False])
+def test_mariadb_11_doublewrite_is_an_enum(value):
+    # MariaDB 11.8 made innodb_doublewrite an enum (OFF, ON, fast): names and their numbers only
+    assert report("mariadb", "innodb_doublewrite", value, version="11.8") == []
+    assert report("mariadb", "innodb_doublewrite", "TRUE", version="11.8") == [
+        "h1: db_settings['innodb_doublewrite'] = 'TRUE': not one of OFF, ON, fast. Fix: use one of "
+        "['OFF', 'ON', 'fast']"
+    ]
 
 
 @pytest.mark.parametrize("value", ["yes", "of", "2", "", "no"])
 def test_mariadb_not_booleans(value):
-    assert report("mariadb", "innodb_doublewrite", value) == [
+    assert report("mariadb", "innodb_doublewrite", value, version="10.11") == [
         f"h1: db_settings['innodb_doublewrite'] = {value!r}: not a boolean. Fix: ON or OFF (MariaDB also "
         "takes TRUE/FALSE and 1/0)"
     ]
@@ -386,7 +401,7 @@ def test_postgresql_read_only_and_ignored_settings():
 )
 def test_owned_settings_are_refused(engine, name):
     why, fix = (db_settings.MARIADB_OWNED if engine == "mariadb" else db_settings.PG_OWNED)[name]
-    assert name in db_settings.known(engine)  # the list names real settings
+    assert name in db_settings.known(engine, V[engine])  # the list names real settings
     assert report(engine, name, "x") == [
         f"h1: db_settings[{name!r}] = 'x': set by the toolkit: {why}. Fix: {fix}"
     ]
@@ -492,7 +507,7 @@ def test_overrides_that_fit_pass_validation(fleet, secrets):
 
 def test_mariadb_memory_over_ram(fleet, secrets):
     assert host_problems(fleet, "db1", secrets, db_settings={"innodb_buffer_pool_size": "3G"}) == [
-        "db1: db_settings['innodb_buffer_pool_size'] = '3G': MariaDB 10.11 memory with the overrides is more "
+        "db1: db_settings['innodb_buffer_pool_size'] = '3G': MariaDB 11.8 memory with the overrides is more "
         "than the RAM (4 GiB): innodb_buffer_pool_size 3 GiB + innodb_log_buffer_size 32 MiB + 453 MiB for "
         "max_connections 151 x 3 MiB per connection + ARC 256 MiB + OS headroom 512 MiB = 4.22 GiB. Fix: "
         "take 229 MiB or more off the overrides (or off the ARC with zfs_module_params' zfs_arc_max), or "
@@ -504,7 +519,7 @@ def test_mariadb_per_connection_buffers_count(fleet, secrets):
     # 151 connections x (3 MiB + 62 MiB more sort buffer) = 9.58 GiB
     [problem] = host_problems(fleet, "db1", secrets, db_settings={"sort_buffer_size": "64M"})
     assert problem.startswith(
-        "db1: db_settings['sort_buffer_size'] = '64M': MariaDB 10.11 memory with the overrides is more than "
+        "db1: db_settings['sort_buffer_size'] = '64M': MariaDB 11.8 memory with the overrides is more than "
         "the RAM (4 GiB): innodb_buffer_pool_size 2 GiB + innodb_log_buffer_size 32 MiB + 9.58 GiB for "
         "max_connections 151 x 65 MiB per connection"
     )
@@ -513,7 +528,7 @@ def test_mariadb_per_connection_buffers_count(fleet, secrets):
 
 def test_postgresql_memory_over_ram_names_every_override(fleet, secrets):
     assert host_problems(fleet, "pg1", secrets, db_settings={"work_mem": "64MB", "max_connections": 100}) == [
-        "pg1: db_settings = {'max_connections': 100, 'work_mem': '64MB'}: PostgreSQL 15 memory with the "
+        "pg1: db_settings = {'max_connections': 100, 'work_mem': '64MB'}: PostgreSQL 17 memory with the "
         "overrides is more than the RAM (4 GiB): shared_buffers 1 GiB + wal_buffers 16 MiB + 13.5 GiB for "
         "(max_connections 100 + max_worker_processes 8) x work_mem 64 MiB x max_parallel_workers_per_gather "
         "2 + maintenance_work_mem 256 MiB + 255 MiB for autovacuum_max_workers 3 x autovacuum_work_mem "
@@ -526,21 +541,21 @@ def test_postgresql_memory_over_ram_names_every_override(fleet, secrets):
 def test_arc_max_override_counts_and_zero_is_the_modules_default(fleet, secrets):
     [problem] = host_problems(fleet, "pg1", secrets, zfs_module_params={"zfs_arc_max": 0})
     assert problem.startswith(
-        "pg1: zfs_module_params['zfs_arc_max'] = 0: PostgreSQL 15 memory with the overrides is more than the "
+        "pg1: zfs_module_params['zfs_arc_max'] = 0: PostgreSQL 17 memory with the overrides is more than the "
         "RAM (4 GiB): "
     )
     assert "+ ARC 3 GiB (the zfs module ignores zfs_arc_max 0 and takes its default) +" in problem
-    assert db_settings.effective_arc_max(0, 4 * GIB) == 3 * GIB  # max(RAM - 1 GiB, 5/8 RAM)
-    assert db_settings.effective_arc_max(64 * GIB, 512 * GIB) == 64 * GIB
-    assert db_settings.effective_arc_max(8 * GIB, 512 * GIB) == 511 * GIB  # not above arc_min (RAM/32)
+    assert db_settings_check.effective_arc_max(0, 4 * GIB) == 3 * GIB  # max(RAM - 1 GiB, 5/8 RAM)
+    assert db_settings_check.effective_arc_max(64 * GIB, 512 * GIB) == 64 * GIB
+    assert db_settings_check.effective_arc_max(8 * GIB, 512 * GIB) == 511 * GIB  # not above arc_min (RAM/32)
 
 
 def test_memory_problems_takes_the_live_hardware(fleet):
     # The deploy calls it with the host's facts: the same override fits a bigger host.
     fleet["db1"]["db_settings"] = {"innodb_buffer_pool_size": "3G"}
     cfg = HostConfig.from_data("db1", fleet["db1"])
-    assert len(db_settings.memory_problems(cfg, 4 * GIB, 2)) == 1
-    assert db_settings.memory_problems(cfg, 8 * GIB, 2) == []
+    assert len(db_settings_check.memory_problems(cfg, 4 * GIB, 2)) == 1
+    assert db_settings_check.memory_problems(cfg, 8 * GIB, 2) == []
 
 
 def test_memory_without_overrides_is_the_sized_budget(fleet):
@@ -550,10 +565,10 @@ def test_memory_without_overrides_is_the_sized_budget(fleet):
     for name in ("db1", "pg1"):
         cfg = HostConfig.from_data(name, hosts[name])
         for ram, cpus in hw_grid:
-            use = db_settings.memory_use(cfg, ram, cpus)
+            use = db_settings_check.memory_use(cfg, ram, cpus)
             assert use.total == cfg.sizing(ram, cpus).budget.total <= ram
             assert use.overrides == {}
-            assert db_settings.memory_problems(cfg, ram, cpus) == []
+            assert db_settings_check.memory_problems(cfg, ram, cpus) == []
 
 
 def test_invalid_overrides_are_left_to_their_own_problem(fleet, secrets):
@@ -566,9 +581,10 @@ def test_invalid_overrides_are_left_to_their_own_problem(fleet, secrets):
 
 def test_data_files_are_read_offline():
     # ./dbzfs validate needs no server: the checks read the checked-in files only.
-    for engine in db_settings.ENGINES:
-        path = db_settings.data_file(engine)
-        assert path.parent.name == "data" and path.exists()
-        assert len(db_settings.known(engine)) > 300
-    assert db_settings.known("postgresql")["shared_buffers"].unit == "8kB"
-    assert db_settings.known("mariadb")["sort_buffer_size"].default == 2 * 1024**2
+    for engine, versions in db_settings.VERSIONS.items():
+        for version in versions:
+            path = db_settings.data_file(engine, version)
+            assert path.parent.name == "data" and path.exists()
+            assert len(db_settings.known(engine, version)) > 300
+    assert db_settings.known("postgresql", V["postgresql"])["shared_buffers"].unit == "8kB"
+    assert db_settings.known("mariadb", V["mariadb"])["sort_buffer_size"].default == 2 * 1024**2

@@ -1,36 +1,41 @@
-"""The db_settings checks agree with the real servers (mariadb-server and postgresql-15, installed by
-scripts/bootstrap; a missing server fails these tests, it never skips them):
+"""The db_settings checks agree with the real servers of every supported Debian release: this
+machine's own for Debian 12 (MariaDB 10.11, PostgreSQL 15: scripts/bootstrap) and those in the
+Debian 13 root scripts/servers-chroot builds (MariaDB 11.8, PostgreSQL 17, run under chroot); a
+missing server fails these tests, it never skips them:
 
 - the data files in engines/data/ are what `python -m engines.db_settings_generate` makes from the
-  installed servers, so a new server version that changes a setting fails here until the files are
+  servers, so a new server version that changes a setting fails here until the files are
   regenerated (and the diff reviewed);
 - for a sample of each type of setting (boolean, integer with and without a unit, real, enum, set),
   a value the offline check accepts is accepted by the server, and one it refuses is refused: the
   value goes into a lab host's config as roles/render.py writes it, and mariadbd --verbose --help or
-  postgres -C reads the file (MariaDB "refuses" with an error, or with a warning that it ignored or
-  adjusted the value).
+  postgres -C reads the file (MariaDB "refuses" with an error, or with a warning that it ignored,
+  adjusted or deprecated the value).
 """
 
 import difflib
 import os
 import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from engines import db_settings, db_settings_generate
+from model import releases
 from model.hostdata import HostConfig
 from roles.render import render_host
 
-from tests.unit.real_servers import MARIADBD, PG_BIN, postgres_scratch, require
+from tests.unit.real_servers import Servers
+
+RELEASES = sorted(releases.RELEASES)
 
 
+@pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("engine", db_settings.ENGINES)
-def test_data_files_match_the_installed_servers(engine):
-    require(MARIADBD if engine == "mariadb" else PG_BIN / "postgres")
-    path = db_settings.data_file(engine)
-    generated = db_settings_generate.generate(engine)
+def test_data_files_match_the_servers(engine, release):
+    servers = Servers(release)
+    servers.require(servers.mariadbd if engine == "mariadb" else f"{servers.pg_bin}/postgres")
+    path = db_settings.data_file(engine, releases.get(release).version(engine))
+    generated = db_settings_generate.generate(engine, release)
     checked_in = path.read_text()
     diff = "".join(
         difflib.unified_diff(
@@ -38,13 +43,15 @@ def test_data_files_match_the_installed_servers(engine):
         )
     )
     assert generated == checked_in, (
-        f"{path} differs from the installed server's settings: run python -m engines.db_settings "
-        f"--generate and review the diff\n{diff[:5000]}"
+        f"{path} differs from Debian {release}'s server: run python -m engines.db_settings_generate "
+        f"and review the diff\n{diff[:5000]}"
     )
 
 
-def rendered(fleet, host: str, name: str, value) -> str:
+def rendered(fleet, host: str, name: str, value, release: str) -> str:
     """The host's config file with db_settings = {name: value}, as the deploy writes it."""
+    for data in fleet.values():
+        data["debian_release"] = release
     fleet[host]["db_settings"] = {name: value}
     cfgs = {n: HostConfig.from_data(n, d) for n, d in fleet.items()}
     cfg = cfgs[host]
@@ -52,16 +59,17 @@ def rendered(fleet, host: str, name: str, value) -> str:
     return files["my.cnf.j2" if cfg.engine == "mariadb" else "postgresql.conf.j2"]
 
 
-def mariadbd_accepts(cnf_text: str, tmp: Path) -> tuple[bool, str]:
-    cnf = tmp / "my.cnf"
-    cnf.write_text(cnf_text)
-    user = ["--user=mysql"] if os.geteuid() == 0 else []
-    result = subprocess.run(
-        [require(MARIADBD), f"--defaults-file={cnf}", *user, "--verbose", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def mariadbd_accepts(servers: Servers, cnf_text: str) -> tuple[bool, str]:
+    tmp = servers.scratch("dbzfs-settings-")
+    try:
+        (tmp / "my.cnf").write_text(cnf_text)
+        user = ["--user=mysql"] if os.geteuid() == 0 else []
+        cnf = servers.inside(tmp / "my.cnf")
+        result = servers.run(
+            [servers.require(servers.mariadbd), f"--defaults-file={cnf}", *user, "--verbose", "--help"]
+        )
+    finally:
+        shutil.rmtree(tmp)
     complaints = [
         line
         for line in result.stderr.splitlines()
@@ -72,39 +80,43 @@ def mariadbd_accepts(cnf_text: str, tmp: Path) -> tuple[bool, str]:
     return result.returncode == 0 and not complaints, result.stderr
 
 
-@pytest.fixture(scope="module")
-def pg_dir():
-    # Under /tmp, owned by postgres: postgres runs as postgres and refuses root.
-    path = postgres_scratch("dbzfs-settings-test-")
+@pytest.fixture(scope="module", params=RELEASES, ids=lambda r: f"debian{r}")
+def pg(request):
+    """(servers, a scratch directory postgres reads its files from) for one release."""
+    servers = Servers(request.param)
+    # Under the root's /tmp, owned by its postgres: postgres runs as postgres and refuses root.
+    path = servers.scratch("dbzfs-settings-test-", owner="postgres")
     (path / "pg_hba.conf").write_text("local all postgres peer\n")
     (path / "pg_ident.conf").write_text("")
-    yield path
+    yield servers, path
     shutil.rmtree(path)
 
 
-def postgres_reads(conf_text: str, tmp: Path, param: str) -> subprocess.CompletedProcess:
+def postgres_reads(pg, conf_text: str, param: str):
+    servers, tmp = pg
     conf = tmp / "postgresql.conf"
-    conf.write_text(conf_text.replace("/etc/postgresql/15/main", str(tmp)))
-    argv = [require(PG_BIN / "postgres"), f"--config-file={conf}", "-C", param]
-    if os.geteuid() == 0:
-        argv = ["runuser", "-u", "postgres", "--", *argv]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    inside = servers.inside(tmp)
+    conf.write_text(conf_text.replace(f"/etc/postgresql/{servers.pg_version}/main", inside))
+    servers.own(conf, "postgres")
+    postgres = servers.require(f"{servers.pg_bin}/postgres")
+    return servers.run([postgres, f"--config-file={inside}/postgresql.conf", "-C", param], user="postgres")
 
 
 def sample(name, value, accepted):
-    return pytest.param(name, value, accepted, id=f"{name}={value!r}-{'ok' if accepted else 'refused'}")
+    shown = "ok" if accepted is True else "refused" if accepted is False else "per-version"
+    return pytest.param(name, value, accepted, id=f"{name}={value!r}-{shown}")
 
 
 MARIADB_SAMPLES = [
     # booleans
     sample("innodb_doublewrite", "ON", True),
     sample("innodb_doublewrite", "off", True),
-    sample("innodb_doublewrite", "TRUE", True),
+    sample("innodb_doublewrite", "TRUE", {"10.11": True, "other": False}),  # 11.8: an enum OFF/ON/fast
     sample("innodb_doublewrite", 0, True),
     sample("innodb_doublewrite", True, True),
     sample("innodb_doublewrite", "yes", False),
-    sample("innodb_doublewrite", "of", False),
-    sample("innodb_doublewrite", 2, False),
+    sample("innodb_doublewrite", "of", {"10.11": False, "other": True}),  # 11.8: a prefix of OFF
+    sample("innodb_doublewrite", 2, {"11.8": True, "other": False}),  # 11.8: fast
     sample("slow_query_log", "on", True),
     sample("slow_query_log", "maybe", False),
     # integers: K/M/G suffixes, ranges
@@ -135,7 +147,7 @@ MARIADB_SAMPLES = [
     sample("binlog_format", 2, True),
     sample("binlog_format", 9, False),
     sample("binlog_format", "xx", False),
-    sample("innodb_flush_method", "O_DIRECT", True),
+    sample("innodb_flush_method", "O_DIRECT", {"10.11": True, "other": False}),  # deprecated in 11.x
     sample("innodb_flush_method", "O_D", False),
     # sets and flag lists
     sample("sql_mode", "STRICT_TRANS_TABLES,NO_ZERO_DATE", True),
@@ -212,25 +224,40 @@ PG_SAMPLES = [
 ]
 
 
+def verdict(accepted, version: str) -> bool:
+    """A sample's verdict: one for every version, or {version: verdict} where they differ."""
+    return accepted.get(version, accepted["other"]) if isinstance(accepted, dict) else accepted
+
+
+@pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize(("name", "value", "accepted"), MARIADB_SAMPLES)
-def test_mariadb_agrees(fleet, tmp_path, name, value, accepted):
-    assert (db_settings.setting_issues("mariadb", name, value) == []) is accepted
-    ok, stderr = mariadbd_accepts(rendered(fleet, "db1", name, value), tmp_path)
+def test_mariadb_agrees(fleet, release, name, value, accepted):
+    servers = Servers(release)
+    accepted = verdict(accepted, servers.mariadb_version)
+    assert (db_settings.setting_issues("mariadb", name, value, servers.mariadb_version) == []) is accepted
+    ok, stderr = mariadbd_accepts(servers, rendered(fleet, "db1", name, value, release))
     assert ok is accepted, stderr
 
 
 @pytest.mark.parametrize(("name", "value", "accepted"), PG_SAMPLES)
-def test_postgresql_agrees(fleet, pg_dir, name, value, accepted):
-    assert (db_settings.setting_issues("postgresql", name, value) == []) is accepted
-    result = postgres_reads(rendered(fleet, "pg1", name, value), pg_dir, "port")
+def test_postgresql_agrees(fleet, pg, name, value, accepted):
+    servers = pg[0]
+    accepted = verdict(accepted, servers.pg_version)
+    assert (db_settings.setting_issues("postgresql", name, value, servers.pg_version) == []) is accepted
+    result = postgres_reads(pg, rendered(fleet, "pg1", name, value, servers.release), "port")
     assert (result.returncode == 0) is accepted, result.stderr
 
 
-def test_postgresql_ignores_transaction_settings_in_its_file(fleet, pg_dir):
+def test_postgresql_ignores_transaction_settings_in_its_file(fleet, pg):
     # Why the check refuses them although postgres takes the file.
+    servers = pg[0]
     result = postgres_reads(
-        rendered(fleet, "pg1", "transaction_isolation", "serializable"), pg_dir, "transaction_isolation"
+        pg,
+        rendered(fleet, "pg1", "transaction_isolation", "serializable", servers.release),
+        "transaction_isolation",
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "read committed"
-    assert db_settings.setting_issues("postgresql", "transaction_isolation", "serializable")
+    assert db_settings.setting_issues(
+        "postgresql", "transaction_isolation", "serializable", servers.pg_version
+    )

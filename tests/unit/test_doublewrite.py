@@ -23,8 +23,13 @@ def test_doublewrite_off_only_with_records_of_a_page_or_more(fleet, recordsize, 
     assert ["innodb_doublewrite", "=", doublewrite] in lines
 
 
-@pytest.mark.parametrize("spelling", ["OFF", "off", "0", "FALSE", False, 0])
-def test_doublewrite_override_off_under_16k_records_is_refused(fleet, spelling):
+@pytest.mark.parametrize(
+    ("release", "spelling"),
+    [(r, s) for r in ("12", "13") for s in ("OFF", "off", "0", False, 0)]
+    + [("12", "FALSE")],  # 11.8: an enum
+)
+def test_doublewrite_override_off_under_16k_records_is_refused(fleet, release, spelling):
+    fleet["db1"]["debian_release"] = fleet["db2"]["debian_release"] = release
     fleet["db1"]["zfs_dataset_properties"] = {"datastore/mysql": {"recordsize": "8k"}}
     fleet["db1"]["db_settings"] = {"innodb_doublewrite": spelling}
     problems = [p for p in validation.validate(fleet, SECRETS) if "innodb_doublewrite" in p.key]

@@ -72,7 +72,9 @@ def test_config_files_are_rendered_by_render_py(monkeypatch):
 
 def test_both_engines_check_their_config_with_their_own_server():
     assert mariadb.CONFIG_CHECK.startswith(mariadb.SERVER_BINARY) and "{path}" in mariadb.CONFIG_CHECK
-    assert postgresql.SERVER_BINARY in postgresql.CONFIG_CHECK and "{path}" in postgresql.CONFIG_CHECK
+    for version in ("15", "17"):
+        cluster = postgresql.Cluster(version)
+        assert cluster.server_binary in cluster.config_check and "{path}" in cluster.config_check
 
 
 def test_memory_overrides_beyond_the_live_ram_stop_the_deploy(fleet):

@@ -342,10 +342,12 @@ def test_the_backup_vm_is_booted_by_name_and_runs_no_database():
         "hardware": {"ram_bytes": 1536 * 1024 * 1024, "cpus": 1},
         "drive_pattern": "nvme-QEMU_NVMe_Ctrl_backup1-nvme??",
         "drive_count": 4,
+        "debian_release": lab.release,
     }
     # the database VMs' data keep their keys
     assert set(lab.vm("db1").host_data) == {
         "engine",
+        "debian_release",
         "role",
         "primary",
         "server_id",

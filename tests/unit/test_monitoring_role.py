@@ -50,7 +50,7 @@ def test_postgres_exporter_uses_peer_authentication(fleet):
         'Environment="DATA_SOURCE_NAME=user=prometheus host=/run/postgresql dbname=postgres sslmode=disable"'
         in (text)
     )
-    assert "postgresql@15-main.service" in text
+    assert "postgresql@17-main.service" in text
     assert "password=" not in text.lower()
 
 

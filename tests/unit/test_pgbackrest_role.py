@@ -17,6 +17,7 @@ from roles import pgbackrest, render
 
 from tests.unit.conftest import backup_data, host_data
 from tests.unit.fact_stubs import run_operation
+from tests.unit.real_servers import Servers
 from tests.unit.test_templates import pg_checked
 
 HW = {"ram_bytes": 4 * 1024**3, "cpus": 2}
@@ -149,6 +150,7 @@ def test_postgres_reads_the_archive_settings_as_rendered(with_backup):
         files["postgresql.conf.j2"],
         files["pg_hba.conf.j2"],
         ["archive_mode", "archive_command", "archive_timeout"],
+        Servers(cfg.debian_release),  # the host's release's postgres (Debian 13's under chroot)
     )
     assert values == {
         "archive_mode": "on",
@@ -172,7 +174,7 @@ def test_a_database_host_s_config_points_at_the_repository_on_the_backup_host(tw
     assert glob["repo1-host-config"] == "/etc/pgbackrest.conf"
     assert "repo1-path" not in glob and "repo1-retention-full" not in glob
     assert glob["compress-type"] == "none" and glob["start-fast"] == "y"
-    assert dict(conf["analytics"]) == {"pg1-path": "/datastore/postgresql/15/main"}
+    assert dict(conf["analytics"]) == {"pg1-path": "/datastore/postgresql/17/main"}
 
 
 def test_the_repository_s_config_lists_every_group_s_hosts_primary_first(two_groups):
@@ -189,11 +191,11 @@ def test_the_repository_s_config_lists_every_group_s_hosts_primary_first(two_gro
         "pg1-host": "10.99.0.23",
         "pg1-host-user": "postgres",
         "pg1-host-config": "/etc/pgbackrest.conf",
-        "pg1-path": "/datastore/postgresql/15/main",
+        "pg1-path": "/datastore/postgresql/17/main",
         "pg2-host": "10.99.0.24",
         "pg2-host-user": "postgres",
         "pg2-host-config": "/etc/pgbackrest.conf",
-        "pg2-path": "/datastore/postgresql/15/main",
+        "pg2-path": "/datastore/postgresql/17/main",
     }
     assert conf["postgresql"]["pg1-host"] == "10.99.0.21" and conf["postgresql"]["pg2-host"] == "10.99.0.22"
     assert "# pg3\npg1-host=10.99.0.23\n" in text  # each host named above its lines

@@ -16,10 +16,12 @@ from operations import pg_restore as ops
 from tests.unit.conftest import backup_data
 from tests.unit.fact_stubs import FakeHost, run_operation
 
+LOG = "/var/log/postgresql/postgresql-17-main.log"  # Debian 13's cluster log (roles/postgresql.Cluster.log)
+
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 FULL_STOP = datetime(2026, 12, 5, 6, 10, 12, tzinfo=UTC)
-DATA = "/datastore/postgresql/15/main"
-WAL = "/datastore/postgresql-wal/15/main"
+DATA = "/datastore/postgresql/17/main"
+WAL = "/datastore/postgresql-wal/17/main"
 EVERYONE = {"db1", "db2", "pg1", "pg2", "backup1"}
 
 
@@ -509,8 +511,8 @@ def test_a_replica_is_pointed_at_its_primary_beside_pgbackrest_s_restore_command
 
 
 def test_the_server_is_started():
-    commands, _ = run_operation(ops.started, {}, unit="postgresql@15-main.service")
-    assert commands == ["systemctl start postgresql@15-main.service"]
+    commands, _ = run_operation(ops.started, {}, unit="postgresql@17-main.service")
+    assert commands == ["systemctl start postgresql@17-main.service"]
 
 
 def bash_parses(command):
@@ -520,17 +522,14 @@ def bash_parses(command):
 
 def test_a_standalone_copy_is_waited_for_until_promoted():
     commands, _ = run_operation(
-        ops.replayed, {}, promoted=True, unit="postgresql@15-main.service", log=restore.LOG, wait=30
+        ops.replayed, {}, promoted=True, unit="postgresql@17-main.service", log=LOG, wait=30
     )
     assert len(commands) == 2
     loop, where = commands
-    assert loop.startswith("for i in $(seq 30); do systemctl is-active --quiet postgresql@15-main.service ||")
-    assert f"tail -n 4 {restore.LOG}" in loop
+    assert loop.startswith("for i in $(seq 30); do systemctl is-active --quiet postgresql@17-main.service ||")
+    assert f"tail -n 4 {LOG}" in loop
     assert "SELECT NOT pg_is_in_recovery()" in loop
-    assert (
-        f"'{FakeHost.name}: postgresql@15-main.service stopped during recovery; the end of {restore.LOG}:'"
-        in loop
-    )
+    assert f"'{FakeHost.name}: postgresql@17-main.service stopped during recovery; the end of {LOG}:'" in loop
     assert f"'{FakeHost.name}: recovery has not reached its target after 30 s'" in loop
     assert loop.endswith("sleep 1; done")
     assert "pg_last_xact_replay_timestamp()" in where and "pg_is_in_recovery()" in where
@@ -539,9 +538,7 @@ def test_a_standalone_copy_is_waited_for_until_promoted():
 
 
 def test_a_replica_only_says_where_replay_stands():
-    commands, _ = run_operation(
-        ops.replayed, {}, promoted=False, unit="postgresql@15-main.service", log=restore.LOG
-    )
+    commands, _ = run_operation(ops.replayed, {}, promoted=False, unit="postgresql@17-main.service", log=LOG)
     assert len(commands) == 1
     assert commands[0].startswith(
         "runuser -u postgres -- psql -X -q -A -t -v ON_ERROR_STOP=1 -d postgres -c "

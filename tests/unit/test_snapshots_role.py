@@ -97,7 +97,7 @@ def test_the_units_command_line_is_what_the_script_reads(fleet, monkeypatch, tmp
     assert seen["argv"][-1] == "dbpool/datastore/postgresql"  # what it lists: the data dataset's
     assert seen["keep"] == {"hourly": 36, "daily": 30, "monthly": 3}
     assert "--dataset dbpool/datastore/postgresql --dataset dbpool/datastore/postgresql-wal" in line
-    assert "After=zfs-mount.service postgresql@15-main.service" in unit
+    assert "After=zfs-mount.service postgresql@17-main.service" in unit
     assert (
         "ConditionPathIsMountpoint=/datastore/postgresql\nConditionPathIsMountpoint=/datastore/postgresql-wal\n"
         in unit

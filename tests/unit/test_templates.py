@@ -12,13 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from engines import db_settings_generate
+from model import releases
 from model.hostdata import HostConfig
 from roles.render import render_host
 from validation import load_inventory
 
-from tests.unit.real_servers import MARIADBD, PG_BIN, mariadbd_values, postgres_scratch, require
+from tests.unit.real_servers import MARIADBD, PG_BIN, Servers, mariadbd_values, postgres_scratch, require
 
 INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
+LOCAL_RELEASE = db_settings_generate.machine_release()  # the servers installed on this machine
 PROD = load_inventory("inventories/prod.py")
 
 
@@ -47,16 +50,32 @@ MARIADB_HOSTS = [n for n, d in PROD.items() if d["engine"] == "mariadb"]
 PG_HOSTS = [n for n, d in PROD.items() if d["engine"] == "postgresql"]
 
 
+RELEASES = sorted(releases.RELEASES)
+
+
+def released(hosts: dict, release: str) -> dict:
+    """The example fleet on another Debian release (debian_release)."""
+    return {name: {**data, "debian_release": release} for name, data in hosts.items()}
+
+
+@pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("name", MARIADB_HOSTS)
-def test_my_cnf_parsed_by_mariadbd(name, tmp_path):
-    cfg, sized, files = configs(PROD)[name]
-    v = mariadbd_values(files["my.cnf.j2"] + files["mariadb-role.cnf.j2"], tmp_path)
-    assert v["innodb_doublewrite"] == "FALSE"
+def test_my_cnf_parsed_by_mariadbd(name, release):
+    # by the release's own server: this machine's (Debian 12) or under chroot (Debian 13)
+    cfg, sized, files = configs(released(PROD, release))[name]
+    v = mariadbd_values(files["my.cnf.j2"] + files["mariadb-role.cnf.j2"], servers=Servers(release))
+    assert v["innodb_doublewrite"] in ("FALSE", "OFF")  # 11.8: an enum
     assert v["innodb_use_native_aio"] == "FALSE"
     assert v["innodb_use_atomic_writes"] == "FALSE"
     assert v["innodb_flush_neighbors"] == "0"
-    assert v["innodb_flush_method"] == "fsync"
-    assert v["innodb_file_per_table"] == "TRUE"
+    # through the page cache, no O_DSYNC: 10.11 says it with innodb_flush_method, 11.8 with two settings
+    if cfg.server_version == "10.11":
+        assert v["innodb_flush_method"] == "fsync"
+        assert v["innodb_file_per_table"] == "TRUE"
+    else:
+        assert v["innodb_data_file_buffering"] == "TRUE"
+        assert v["innodb_data_file_write_through"] == "FALSE"
+        assert v["slave_connections_needed_for_purge"] == "0"
     assert int(v["innodb_log_write_ahead_size"]) == sized.database["innodb_log_write_ahead_size"]
     assert int(v["innodb_buffer_pool_size"]) == sized.database["innodb_buffer_pool_size"]
     assert int(v["innodb_log_file_size"]) == sized.database["innodb_log_file_size"]
@@ -68,17 +87,19 @@ def test_my_cnf_parsed_by_mariadbd(name, tmp_path):
     assert v["read_only"] == ("TRUE" if cfg.role == "replica" else "FALSE")
 
 
-def pg_checked(conf_text: str, hba_text: str, params: list[str]) -> dict:
-    tmp = postgres_scratch("dbzfs-test-")
+def pg_checked(conf_text: str, hba_text: str, params: list[str], servers: Servers) -> dict:
+    tmp = servers.scratch("dbzfs-test-", owner="postgres")
+    inside = servers.inside(tmp)
     try:
-        conf_text = conf_text.replace("/etc/postgresql/15/main", str(tmp))
-        (tmp / "postgresql.conf").write_text(conf_text)
-        (tmp / "pg_hba.conf").write_text(hba_text)
-        (tmp / "pg_ident.conf").write_text("")
+        conf_text = conf_text.replace(f"/etc/postgresql/{servers.pg_version}/main", inside)
+        for file, text in (("postgresql.conf", conf_text), ("pg_hba.conf", hba_text), ("pg_ident.conf", "")):
+            (tmp / file).write_text(text)
+            servers.own(tmp / file, "postgres")
         values = {}
+        postgres = servers.require(f"{servers.pg_bin}/postgres")
         for param in params:
-            result = as_postgres(
-                require(PG_BIN / "postgres"), f"--config-file={tmp}/postgresql.conf", "-C", param
+            result = servers.run(
+                [postgres, f"--config-file={inside}/postgresql.conf", "-C", param], user="postgres"
             )
             assert result.returncode == 0, result.stderr
             values[param] = result.stdout.strip()
@@ -87,9 +108,11 @@ def pg_checked(conf_text: str, hba_text: str, params: list[str]) -> dict:
         shutil.rmtree(tmp)
 
 
+@pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("name", PG_HOSTS)
-def test_postgresql_conf_parsed_by_postgres(name):
-    cfg, sized, files = configs(PROD)[name]
+def test_postgresql_conf_parsed_by_postgres(name, release):
+    cfg, sized, files = configs(released(PROD, release))[name]
+    servers = Servers(release)
     v = pg_checked(
         files["postgresql.conf.j2"],
         files["pg_hba.conf.j2"],
@@ -105,6 +128,7 @@ def test_postgresql_conf_parsed_by_postgres(name):
             "hot_standby",
             "data_directory",
         ],
+        servers,
     )
     assert v["full_page_writes"] == "off"
     assert v["wal_init_zero"] == "off" and v["wal_recycle"] == "off"
@@ -114,7 +138,7 @@ def test_postgresql_conf_parsed_by_postgres(name):
     assert int(v["effective_cache_size"]) * 8192 == sized.database["effective_cache_size"]
     assert v["max_connections"] == "40"  # analytics workload
     assert v["wal_level"] == "replica" and v["hot_standby"] == "on"
-    assert v["data_directory"] == "/datastore/postgresql/15/main"
+    assert v["data_directory"] == f"/datastore/postgresql/{servers.pg_version}/main"
 
 
 def test_pg_hba_allows_only_named_replicas():
@@ -188,7 +212,10 @@ def test_db_settings_override_without_duplicates(fleet):
 
 
 def lab_sized(fleet, name, tmp: Path) -> tuple:
-    """The fleet's host with its datasets mounted under tmp instead of /datastore."""
+    """The fleet's host with its datasets mounted under tmp instead of /datastore, on this machine's
+    release (Debian 12: the servers started here; Debian 13's parse the configs above)."""
+    for host_data in fleet.values():
+        host_data["debian_release"] = LOCAL_RELEASE
     data = fleet[name]
     engine = data["engine"]
     data["zfs_dataset_properties"] = {
@@ -289,7 +316,7 @@ def test_postgresql_conf_runs_a_real_postgres(fleet, name):
         for d in (etc, run, Path(paths["data_directory"]).parent, Path(paths["wal_directory"]).parent):
             d.mkdir(parents=True, exist_ok=True)
             shutil.chown(d, "postgres", "postgres")
-        conf = files["postgresql.conf.j2"].replace("/etc/postgresql/15/main", str(etc))
+        conf = files["postgresql.conf.j2"].replace(f"/etc/postgresql/{cfg.server_version}/main", str(etc))
         conf = conf.replace("/var/run/postgresql", str(run))
         (etc / "postgresql.conf").write_text(conf)
         (etc / "pg_hba.conf").write_text(files["pg_hba.conf.j2"])

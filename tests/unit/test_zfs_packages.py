@@ -2,7 +2,15 @@
 
 import pytest
 
-from roles.zfs_packages import ZFS_PACKAGES, InstallError, backports_source, header_packages, missing, suite
+from roles.zfs_packages import (
+    ZFS_PACKAGES,
+    InstallError,
+    header_packages,
+    missing,
+    other_sources,
+    release,
+    zfs_source,
+)
 
 BARE = {  # a fresh Debian 12 server: kernel image and its metapackage, no headers
     "linux-image-6.1.0-57-amd64": {"6.1.158-1"},
@@ -61,16 +69,36 @@ def test_missing_compares_names_and_pinned_versions():
     assert missing(["linux-headers-amd64=6.1.150-1", "zfs-dkms"], installed) == []
 
 
-@pytest.mark.parametrize(
-    "distribution, expected",
-    [
-        ({"name": "Debian", "major": 12}, "bookworm"),
-        ({"name": "Debian", "major": "12"}, "bookworm"),
-    ],
-)
-def test_debian_12_is_bookworm(distribution, expected):
-    assert suite(distribution) == expected
-    assert backports_source(expected) == "deb http://deb.debian.org/debian bookworm-backports main contrib"
+@pytest.mark.parametrize("major", [12, "12"])
+def test_debian_12_takes_zfs_from_bookworm_backports(major):
+    rel = release({"name": "Debian", "major": major}, "12")
+    assert rel.codename == "bookworm"
+    source = zfs_source(rel)
+    assert source.line == "deb http://deb.debian.org/debian bookworm-backports main contrib"
+    assert (source.path, source.install_args) == (
+        "/etc/apt/sources.list.d/dbzfs-backports.list",
+        "-t bookworm-backports",
+    )
+    # a host upgraded from Debian 13 would not be (and its contrib line is removed anyway)
+    assert [o.path for o in other_sources(rel)] == ["/etc/apt/sources.list.d/dbzfs-zfs-contrib.list"]
+
+
+def test_debian_13_takes_zfs_from_trixie_contrib():
+    rel = release({"name": "Debian", "major": "13"}, "13")
+    source = zfs_source(rel)
+    assert source.line == "deb http://deb.debian.org/debian trixie contrib"
+    assert source.install_args == ""  # no backports: trixie's own zfs-dkms
+    # the bookworm-backports line a host upgraded from Debian 12 still has goes
+    assert [o.path for o in other_sources(rel)] == ["/etc/apt/sources.list.d/dbzfs-backports.list"]
+
+
+def test_a_release_other_than_the_datas_is_refused_by_name():
+    with pytest.raises(
+        InstallError,
+        match=r"the host runs Debian 12 \(bookworm\), its data says debian_release '13' \(Debian 13 "
+        r'\(trixie\)\): set debian_release: "12" for it',
+    ):
+        release({"name": "Debian", "major": "12"}, "13")
 
 
 @pytest.mark.parametrize(
@@ -83,8 +111,12 @@ def test_debian_12_is_bookworm(distribution, expected):
     ],
 )
 def test_other_systems_are_refused_by_name(distribution, shown):
-    with pytest.raises(InstallError, match=f"Debian 12 \\(bookworm\\) only; this host runs {shown}"):
-        suite(distribution)
+    with pytest.raises(
+        InstallError,
+        match=f"the host runs {shown}; the toolkit converges Debian 12 \\(bookworm\\) and Debian 13 "
+        "\\(trixie\\) only",
+    ):
+        release(distribution, "13")
 
 
 # --- prebuilt: the module package for the running kernel, tools at its version ----------------

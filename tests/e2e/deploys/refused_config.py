@@ -24,10 +24,10 @@ else:
     text = render.render("postgresql.conf.j2", render.postgresql_context(cfg, sized, members)) + f"{line}\n"
     common.config_file(
         name="postgresql.conf with a line postgres refuses",
-        path=f"{postgresql.CONFIG_DIR}/postgresql.conf",
+        path=f"{postgresql.cluster(cfg).config_dir}/postgresql.conf",
         content=text,
         user="postgres",
         group="postgres",
-        check=postgresql.CONFIG_CHECK,
-        checker=postgresql.SERVER_BINARY,
+        check=postgresql.cluster(cfg).config_check,
+        checker=postgresql.cluster(cfg).server_binary,
     )

@@ -1,0 +1,81 @@
+"""The Debian releases the toolkit converges, and what differs between them. Pure: constants.
+
+A host's release is its data key `debian_release` ("13" by default): validation reads the
+engine's server version from it before any host is touched (the settings each server accepts
+differ between versions), and the deploy compares it with what the host reports and refuses a
+host that runs another release (roles/release.py) before it changes anything.
+
+    Debian 12 "bookworm"  MariaDB 10.11, PostgreSQL 15, OpenZFS from bookworm-backports (contrib)
+    Debian 13 "trixie"    MariaDB 11.8,  PostgreSQL 17, OpenZFS from trixie itself (contrib)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Release:
+    major: str  # debian_release: "12"
+    codename: str  # the suite: "bookworm"
+    mariadb: str  # the MariaDB server's major version Debian ships: "10.11"
+    postgresql: str  # PostgreSQL's: "15"
+    zfs_suite: str  # where zfs-dkms comes from: "bookworm-backports", "trixie"
+    support: str  # how long Debian supports it (docs/releases.md)
+
+    @property
+    def label(self) -> str:
+        return f"Debian {self.major} ({self.codename})"
+
+    @property
+    def zfs_source(self) -> str:
+        """The apt line the ZFS install adds (contrib: zfs-dkms's license keeps it out of main);
+        `main` too for backports, whose zfs packages depend on backports' own main packages."""
+        components = "main contrib" if self.zfs_suite.endswith("-backports") else "contrib"
+        return f"{self.zfs_suite} {components}"
+
+    def version(self, engine: str) -> str:
+        return {"mariadb": self.mariadb, "postgresql": self.postgresql}[engine]
+
+
+BOOKWORM = Release(
+    major="12",
+    codename="bookworm",
+    mariadb="10.11",
+    postgresql="15",
+    zfs_suite="bookworm-backports",
+    support="regular security support ended on 2026-06-10; LTS until 2028-06-30",
+)
+TRIXIE = Release(
+    major="13",
+    codename="trixie",
+    mariadb="11.8",
+    postgresql="17",
+    zfs_suite="trixie",
+    support="the stable release since 2025-08-09: security support until about 2028-08, LTS until 2030-06-30",
+)
+RELEASES: dict[str, Release] = {r.major: r for r in (BOOKWORM, TRIXIE)}
+DEFAULT = TRIXIE.major
+
+
+def get(major: str) -> Release:
+    """The release a validated `debian_release` names."""
+    try:
+        return RELEASES[str(major)]
+    except KeyError:
+        raise ValueError(f"unsupported Debian release {major!r}: one of {sorted(RELEASES)}") from None
+
+
+def of_distribution(distribution: dict | None) -> Release | None:
+    """The release a pyinfra LinuxDistribution fact reports; None for any other system."""
+    name = str((distribution or {}).get("name") or "").lower()
+    major = str((distribution or {}).get("major") or "")
+    return RELEASES.get(major) if name == "debian" else None
+
+
+def described(distribution: dict | None) -> str:
+    """What a LinuxDistribution fact says the host runs, for messages."""
+    d = distribution or {}
+    name = d.get("name") or "an unknown system"
+    release = d.get("release_meta", {}).get("VERSION") if isinstance(d.get("release_meta"), dict) else None
+    return f"{name} {release or d.get('major') or ''}".strip()

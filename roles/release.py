@@ -1,0 +1,67 @@
+"""The Debian release each host runs, against its data's debian_release (model/releases.py): the
+deploy and every runbook stop, before any host is changed, when a host runs another release or
+another system. `problems` is pure (unit-tested); `check` reads every active host's
+LinuxDistribution fact once per run, in parallel, and reports every disagreement at once.
+"""
+
+from __future__ import annotations
+
+from pyinfra import inventory
+from pyinfra.api.host import Host
+from pyinfra.facts.server import LinuxDistribution
+
+from model import releases
+from model.hostdata import HostConfig
+from model.problems import Problem, format_problems
+from operations import runtime
+
+
+def problems(cfg: HostConfig, distribution: dict | None) -> list[Problem]:
+    """A Problem when the host does not run the release its data declares."""
+    found = releases.of_distribution(distribution)
+    if cfg.debian_release not in releases.RELEASES:
+        return []  # validation reported it
+    wanted = releases.get(cfg.debian_release)
+    if found is wanted:
+        return []
+    if found is None:
+        return [
+            Problem(
+                cfg.name,
+                "debian_release",
+                cfg.debian_release,
+                f"the host runs {releases.described(distribution)}, not Debian",
+                "install "
+                + " or ".join(
+                    r.label for r in sorted(releases.RELEASES.values(), key=lambda r: -int(r.major))
+                )
+                + " on it, or take it out of the inventory",
+            )
+        ]
+    return [
+        Problem(
+            cfg.name,
+            "debian_release",
+            cfg.debian_release,
+            f"the host runs {found.label}, the data says {wanted.label}",
+            f'set debian_release: "{found.major}" for it, or upgrade the host first (docs/releases.md)',
+        )
+    ]
+
+
+def check() -> None:
+    """Stop the run before any host is changed when a host's release is not its data's."""
+    found = runtime.once_per_run("debian release", _read_all)
+    if found:
+        raise runtime.Refused(
+            "\n" + format_problems(found, what="between the inventory and the hosts' releases")
+        )
+
+
+def _read_all() -> list[Problem]:
+    def one(h: Host) -> list[Problem]:
+        return problems(HostConfig.from_data(h.name, h.data), h.get_fact(LinuxDistribution))
+
+    active = {h.name for h in inventory.get_active_hosts()}
+    hosts = [h for h in inventory if h.name in active]
+    return [p for found in runtime.on_every_host(hosts, one) for p in found]
