@@ -1,6 +1,6 @@
-"""The lab's bare VMs (lab/lab.yaml `bare_vms`) as a pyinfra inventory: fresh Debian 12 servers
-with no ZFS and no kernel headers, for `pyinfra inventories/lab_install.py deploy.py`, which then
-installs everything from nothing (`./dbzfs test-install` boots them and does that).
+"""The lab's bare VMs (lab/lab.yaml `bare_vms`) as a pyinfra inventory: fresh Debian servers of the
+lab's release with no ZFS and no kernel headers, for `pyinfra inventories/lab_install.py deploy.py`,
+which then installs everything from nothing (`./dbzfs test-install` boots them and does that).
 
 Connection data as in inventories/lab.py; groups `mariadb` and `postgresql` likewise.
 """

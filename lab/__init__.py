@@ -1,4 +1,5 @@
-"""The local VM lab: Debian 12 guests with ZFS and 24 NVMe drives each, under qemu.
+"""The local VM lab: Debian guests (lab.yaml image.suite: Debian 13 by default) with ZFS and 24
+NVMe drives each, under qemu.
 
 One definition (lab/lab.yaml) drives everything. Modules:
   definition  load and check lab.yaml; paths of the lab's state

@@ -34,7 +34,7 @@ USAGE = """python -m lab COMMAND
   ssh-config          (re)write .lab/ssh_config and print its path
   vagrant-box [--apt-proxy URL]
                       a Vagrant box for libvirt from the bare image (vagrant box add --name
-                      dbzfs/bookworm FILE; DBZFS_VAGRANT_BOX=dbzfs/bookworm vagrant up)
+                      dbzfs/SUITE FILE, the lab's suite; DBZFS_VAGRANT_BOX=dbzfs/SUITE vagrant up)
 
 COMMAND -h (or --help, anywhere but in ssh's CMD after its first word) prints the command's usage
 and does nothing else.

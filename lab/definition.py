@@ -97,7 +97,7 @@ class VM:
     drive_count: int
     drive_size: int  # bytes
     drive_serial: str  # format with {vm} and {index}
-    image: str = "zfs"  # "zfs": the lab image; "bare": Debian 12 without ZFS or kernel headers
+    image: str = "zfs"  # "zfs": the lab image; "bare": the same release without ZFS or kernel headers
     zfs_install: str | None = None  # None: in the image; "prebuilt" / "dkms": the deploy installs it
     groups: tuple[str, ...] = ()  # inventory groups beyond the engine's, e.g. ("monitoring",)
     debian_release: str = releases.DEFAULT  # the image's (image.suite): its host data's debian_release
@@ -257,6 +257,7 @@ def _shown(path: str | Path) -> str:
         return str(path)
 
 
+SUITE_ENV = "DBZFS_LAB_SUITE"  # over image.suite: the lab on another supported release
 TOP_KEYS = ("defaults", "network", "image", "vms", "joining_vms", "bare_vms", "backup_vms", "bench_vms")
 VM_KEYS = (
     "engine",
@@ -327,6 +328,8 @@ def _check(raw: object) -> Lab:
     defaults = _mapping(raw.get("defaults"), "defaults", "key: value settings shared by the VMs")
     network = _mapping(raw.get("network"), "network", "keep the network of lab/lab.yaml")
     image = _mapping(raw.get("image"), "image", "keep the image of lab/lab.yaml")
+    if os.environ.get(SUITE_ENV):  # ./dbzfs test-debian12: the same lab on another release
+        image = {**image, "suite": os.environ[SUITE_ENV]}
     _check_image(image)
     prefix = network.get("private_prefix", 24)
     if not (_is_int(prefix) and 8 <= prefix <= 30):

@@ -29,7 +29,13 @@ from .vm import LabError, Log
 
 BOXES = CACHE / "vagrant-boxes"
 KERNELS = Path("/var/lib/libvirt/images/dbzfs-box")
-BOX_NAME = "dbzfs/bookworm"
+
+
+def box_name(lab: Lab) -> str:
+    """The box's name in Vagrant: dbzfs/<the lab's suite> (dbzfs/trixie)."""
+    return f"dbzfs/{lab.image['suite']}"
+
+
 CMDLINE = "root=/dev/vda rw console=ttyS0 net.ifnames=0 mitigations=off"
 
 BOX_VAGRANTFILE = """# Written by lab/vagrant_box.py: the lab's bare image, booted directly from its kernel.
@@ -108,7 +114,7 @@ def build(lab: Lab, apt_proxy: str | None = None, log: Log = print) -> Path:
     proxy = apt_proxy_setting(apt_proxy)
     source = image.ensure(lab, "bare", log=log)
     tag = image.key(lab, "bare") + ("-proxy" if proxy else "")
-    box = BOXES / f"dbzfs-bookworm-{tag}.box"
+    box = BOXES / f"dbzfs-{lab.image['suite']}-{tag}.box"
     kernels = KERNELS / image.key(lab, "bare")
     if box.exists() and (kernels / "vmlinuz").exists():
         log(f"==> vagrant box: {box} (cached)")
@@ -138,5 +144,5 @@ def build(lab: Lab, apt_proxy: str | None = None, log: Log = print) -> Path:
         partial = work / "box.tar"
         _run("tar", "-C", str(work), "-cf", str(partial), "metadata.json", "Vagrantfile", "box.img")
         partial.replace(box)
-    log(f"==> vagrant box: {box}; add it with: vagrant box add --force --name {BOX_NAME} {box}")
+    log(f"==> vagrant box: {box}; add it with: vagrant box add --force --name {box_name(lab)} {box}")
     return box

@@ -21,6 +21,9 @@ class Release:
     mariadb: str  # the MariaDB server's major version Debian ships: "10.11"
     postgresql: str  # PostgreSQL's: "15"
     zfs_suite: str  # where zfs-dkms comes from: "bookworm-backports", "trixie"
+    # prometheus-mysqld-exporter's version: from 0.15 it reads its connection from a my.cnf only
+    # (DATA_SOURCE_NAME is gone), and 0.14 wants a password there (roles/monitoring.py)
+    mysqld_exporter: str
     support: str  # how long Debian supports it (docs/releases.md)
 
     @property
@@ -44,6 +47,7 @@ BOOKWORM = Release(
     mariadb="10.11",
     postgresql="15",
     zfs_suite="bookworm-backports",
+    mysqld_exporter="0.14",
     support="regular security support ended on 2026-06-10; LTS until 2028-06-30",
 )
 TRIXIE = Release(
@@ -52,6 +56,7 @@ TRIXIE = Release(
     mariadb="11.8",
     postgresql="17",
     zfs_suite="trixie",
+    mysqld_exporter="0.17",
     support="the stable release since 2025-08-09: security support until about 2028-08, LTS until 2030-06-30",
 )
 RELEASES: dict[str, Release] = {r.major: r for r in (BOOKWORM, TRIXIE)}

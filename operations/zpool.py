@@ -11,6 +11,7 @@ from collections.abc import Generator, Iterable, Iterator, Mapping
 
 from pyinfra import host, logger
 from pyinfra.api import OperationError, OperationValueError, QuoteString, StringCommand, operation
+from pyinfra.facts.files import File
 
 from facts.drives import BY_ID, BlockDevices, DriveState
 from facts.zfs import SECTIONS, ZpoolProperties, ZpoolTopology
@@ -101,6 +102,16 @@ def pool(
         logger.warning(waiting_warning(pool_name, topology, waiting, given))
 
     changed = False
+    if host.get_fact(File, path=NOWATCH_RULE):
+        # A create cut short (the run killed) left the drives unwatched: watched again.
+        changed = True
+        yield StringCommand(
+            "rm -f",
+            NOWATCH_RULE,
+            "&& udevadm control --reload && udevadm trigger --action=change --settle",
+            *[QuoteString(drive) for vdev in vdevs for drive in vdev],
+            *[QuoteString(drive) for drive in spares],
+        )
     for prop, wanted in properties.items():
         current = pool_properties.get(prop, {}).get("value")
         if same_value(prop, wanted, current):
@@ -250,7 +261,40 @@ def _create_pool(
     if spares:
         bits.append("spare")
         bits += [QuoteString(drive) for drive in spares]
-    yield StringCommand(*bits)
+    # udev's `watch` (60-block.rules) re-reads a whole disk's partition table when a writer closes
+    # it, and zpool create writes each drive's label and then opens its partition: a re-read in
+    # between fails the create ("no such device" / "currently unavailable"), seen in 1 of 14 creates
+    # on a loaded Debian 13 lab. The drives are not watched for the create's duration.
+    kernels = [states[drive]["kernel_name"] for drive in drives]
+    yield udev_watch(kernels, on=False)
+    restore = udev_watch(kernels, on=True)
+    yield StringCommand(StringCommand(*bits), "||", "{", restore, ";", "false", ";", "}")
+    yield restore
+
+
+NOWATCH_RULE = "/run/udev/rules.d/99-dbzfs-zpool-create-nowatch.rules"
+
+
+def udev_watch(kernel_names: list[str], on: bool) -> StringCommand:
+    """udev's inotify watch on the whole disks named (nvme0n1, ...) turned off (a runtime rule,
+    gone at reboot, and the disks re-processed) or back on (the rule removed, re-processed)."""
+    devices = [QuoteString(f"/dev/{name}") for name in kernel_names]
+    if on:
+        head: list = ["rm -f", NOWATCH_RULE]
+    else:
+        lines = [
+            f'ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="{name}", OPTIONS+="nowatch"'
+            for name in kernel_names
+        ]
+        head = [
+            "mkdir -p /run/udev/rules.d && printf '%s\\n'",
+            *[QuoteString(line) for line in lines],
+            ">",
+            NOWATCH_RULE,
+        ]
+    return StringCommand(
+        *head, "&& udevadm control --reload && udevadm trigger --action=change --settle", *devices
+    )
 
 
 def holds_data(state: dict) -> bool:

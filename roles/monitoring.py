@@ -45,6 +45,21 @@ PROMETHEUS_DATA = "/var/lib/prometheus/metrics2"
 PROMTOOL = "/usr/bin/promtool"
 
 
+# mysqld_exporter 0.15+ (Debian 13's 0.17) reads its connection from a my.cnf only: the prometheus
+# account through the server's socket (unix_socket authentication: no password anywhere).
+MYSQLD_EXPORTER_CNF = "/etc/prometheus/dbzfs-mysqld-exporter.cnf"
+MYSQLD_EXPORTER_CNF_TEXT = (
+    "# Managed by dbzfs (roles/monitoring.py): mysqld_exporter logs in as the prometheus account\n"
+    "# through MariaDB's socket (unix_socket authentication, no password).\n"
+    f"[client]\nuser = {ACCOUNT}\nsocket = {MARIADB_SOCKET}\n"
+)
+
+
+def reads_my_cnf(cfg: HostConfig) -> bool:
+    """Whether the host's mysqld_exporter takes its connection from a my.cnf (0.15 and later)."""
+    return tuple(map(int, cfg.release.mysqld_exporter.split("."))) >= (0, 15)
+
+
 def drop_in_path(package: str) -> str:
     return f"/etc/systemd/system/{package}.service.d/dbzfs.conf"
 
@@ -93,6 +108,8 @@ def units_text(cfg: HostConfig) -> dict[str, str]:
     package = engine_exporter(cfg)
     if package:
         files[drop_in_path(package)] = _engine_exporter_drop_in(cfg, package, address, why)
+    if cfg.engine == "mariadb" and reads_my_cnf(cfg):
+        files[MYSQLD_EXPORTER_CNF] = MYSQLD_EXPORTER_CNF_TEXT
     files[f"/etc/systemd/system/{COLLECTOR_UNIT}.service"] = render.render(
         "zfs-metrics.service.j2",
         {"collector": COLLECTOR, "output": f"{TEXTFILE_DIR}/dbzfs_zfs.prom"},
@@ -125,14 +142,19 @@ def _engine_exporter_drop_in(cfg: HostConfig, package: str, address: str, why: s
         exporter = {
             "after": ["mariadb.service"],
             "environment": {"DATA_SOURCE_NAME": f"{ACCOUNT}@unix({MARIADB_SOCKET})/"},
+            "options": [],
             "port": m.mysqld_exporter_port,
         }
+        if reads_my_cnf(cfg):
+            exporter["environment"] = {}
+            exporter["options"] = [f"--config.my-cnf={MYSQLD_EXPORTER_CNF}"]
     else:
         exporter = {
             "after": [engines.of(cfg).service],
             "environment": {
                 "DATA_SOURCE_NAME": f"user={ACCOUNT} host={PG_SOCKET_DIR} dbname=postgres sslmode=disable"
             },
+            "options": [],
             "port": m.postgres_exporter_port,
         }
     return render.render(
@@ -141,7 +163,11 @@ def _engine_exporter_drop_in(cfg: HostConfig, package: str, address: str, why: s
             "why": why + "; it logs in as the prometheus Unix user, without a password",
             "after": exporter["after"],
             "environment": exporter["environment"],
-            "command": [f"/usr/bin/{package}", f"--web.listen-address={address}:{exporter['port']}"],
+            "command": [
+                f"/usr/bin/{package}",
+                f"--web.listen-address={address}:{exporter['port']}",
+                *exporter["options"],
+            ],
         },
     )
 

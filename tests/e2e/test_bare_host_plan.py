@@ -1,4 +1,4 @@
-"""The lab's VMs that start as bare Debian 12 servers (lab.yaml `zfs_install: prebuilt`: the bare
+"""The lab's VMs that start as bare Debian servers (lab.yaml `zfs_install: prebuilt`: the bare
 image, no ZFS, no kernel headers, no backports): before the first converge, `deploy.py --dry`
 plans their ZFS install from the lab's module repository, and everything after it, and changes
 nothing. (The DKMS install compiles ZFS's module in the guest, most of an hour under TCG: tests/install,

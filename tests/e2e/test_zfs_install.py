@@ -51,7 +51,9 @@ def test_apt_verified_the_repository_and_no_backports_were_needed(converged):
     for name in prebuilt(converged):
         sources = converged.check(name, "cat /etc/apt/sources.list.d/dbzfs-zfs-modules.list")
         assert re.search(
-            r"^deb \[signed-by=/etc/apt/keyrings/dbzfs-zfs-modules\.asc\] http://\S+ bookworm main$",
+            r"^deb \[signed-by=/etc/apt/keyrings/dbzfs-zfs-modules\.asc\] http://\S+ "
+            + labkit.lab_release().codename
+            + " main$",
             sources,
             re.M,
         ), sources

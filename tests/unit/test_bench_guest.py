@@ -129,9 +129,12 @@ def test_the_config_goes_where_the_server_reads_it_with_its_directories():
     v = by_name("postgresql")["tuned+full_page_writes"]
     text = guest.server_config(v, variants.variant_config(v, DATA["postgresql"]))
     assert "shared_buffers = '128MB'" in text
-    assert "cat > /etc/postgresql/15/main/postgresql.conf <<'DBZFS_BENCH_CONFIG'" in text
+    assert f"cat > /etc/postgresql/{guest.PG_VERSION}/main/postgresql.conf <<'DBZFS_BENCH_CONFIG'" in text
     assert "full_page_writes = on" in text
-    assert "install -d -m 0700 -o postgres -g postgres /datastore/postgresql-wal/15/main" in text
+    assert (
+        f"install -d -m 0700 -o postgres -g postgres /datastore/postgresql-wal/{guest.PG_VERSION}/main"
+        in text
+    )
     v = by_name("mariadb")["tuned"]
     text = guest.server_config(v, variants.variant_config(v, DATA["mariadb"]))
     assert "innodb_buffer_pool_size        = 256M" in text

@@ -38,9 +38,23 @@ def test_exporters_listen_on_the_replication_address(fleet):
     for text in (node, mysqld):
         # the package's /etc/default file is not read: the command line is ours alone
         assert "\nEnvironmentFile=\n" in text and "\nExecStart=\nExecStart=/usr/bin/" in text
-    assert 'Environment="DATA_SOURCE_NAME=prometheus@unix(/run/mysqld/mysqld.sock)/"' in mysqld
+    # Debian 13's mysqld_exporter 0.17 reads a my.cnf only (DATA_SOURCE_NAME is gone since 0.15)
+    assert "DATA_SOURCE_NAME" not in mysqld
+    assert f"--config.my-cnf={monitoring.MYSQLD_EXPORTER_CNF}" in mysqld
+    assert (
+        "[client]\nuser = prometheus\nsocket = /run/mysqld/mysqld.sock\n"
+        in files[monitoring.MYSQLD_EXPORTER_CNF]
+    )
     assert "After=network-online.target mariadb.service" in mysqld
     assert monitoring.drop_in_path("prometheus") not in files
+
+
+def test_debian_12s_mysqld_exporter_takes_its_dsn_from_the_environment(fleet):
+    fleet["db1"]["debian_release"] = "12"  # mysqld_exporter 0.14: its my.cnf needs a password
+    files = monitoring.units_text(configs(fleet)["db1"])
+    mysqld = files[monitoring.drop_in_path("prometheus-mysqld-exporter")]
+    assert 'Environment="DATA_SOURCE_NAME=prometheus@unix(/run/mysqld/mysqld.sock)/"' in mysqld
+    assert "--config.my-cnf" not in mysqld and monitoring.MYSQLD_EXPORTER_CNF not in files
 
 
 def test_postgres_exporter_uses_peer_authentication(fleet):

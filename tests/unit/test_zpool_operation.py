@@ -2,6 +2,7 @@ import logging
 
 import pytest
 from pyinfra.api import OperationError, OperationValueError
+from pyinfra.facts.files import File
 
 from facts.drives import BlockDevices, DriveState
 from facts.zfs import ZpoolProperties, ZpoolTopology
@@ -58,6 +59,7 @@ def existing_pool_facts(status_fixture="zfs/zpool_status_healthy.txt", **props):
     return {
         ZpoolTopology: ZpoolTopology().process(fixture_lines(status_fixture)),
         ZpoolProperties: properties,
+        File: None,  # no udev rule left by a create cut short
     }
 
 
@@ -75,12 +77,48 @@ SMALL_DRIVES = [drive(n) for n in range(1, 6)]
 # --- new pool ---------------------------------------------------------------------------------
 
 
+def created(commands, kernels=None):
+    """The commands before the pool's creation, and the `zpool create` itself: asserts that it runs
+    with udev's watch off on its drives (kernels: their names, when the test gives them) and that
+    the watch comes back on whether the create succeeds or fails."""
+    *before, off, create, on = commands
+    assert off.startswith("mkdir -p /run/udev/rules.d && printf ") and f"> {zpool.NOWATCH_RULE} &&" in off
+    assert (
+        on
+        == f"rm -f {zpool.NOWATCH_RULE} && udevadm control --reload && udevadm trigger --action=change "
+        + (
+            "--settle " + " ".join(f"/dev/{k}" for k in kernels)
+            if kernels
+            else on.split("--action=change ", 1)[1]
+        )
+    )
+    if kernels:
+        for k in kernels:
+            assert f'KERNEL=="{k}", OPTIONS+="nowatch"' in off
+    command, _, rest = create.partition(" || { ")
+    assert rest == f"{on} ; false ; }}", create
+    return before, command
+
+
+def test_the_create_runs_with_udevs_watch_off():
+    commands, _ = run(new_pool_facts(blank_drives(SMALL_DRIVES)), SMALL, SMALL_SPARES)
+    before, command = created(commands, [f"nvme{n}n1" for n in range(1, 6)])
+    assert before == [] and command.startswith("zpool create ")
+    assert zpool.udev_watch(["nvme1n1"], on=False).get_raw_value() == (
+        "mkdir -p /run/udev/rules.d && printf '%s\\n' "
+        """'ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="nvme1n1", OPTIONS+="nowatch"' """
+        "> /run/udev/rules.d/99-dbzfs-zpool-create-nowatch.rules && udevadm control --reload && "
+        "udevadm trigger --action=change --settle /dev/nvme1n1"
+    )
+
+
 def test_new_pool_exact_command():
     commands, host = run(new_pool_facts(blank_drives(SMALL_DRIVES)), SMALL, SMALL_SPARES)
-    assert commands == [
+    assert created(commands) == (
+        [],
         "zpool create -o ashift=12 -o autoreplace=on -o autotrim=on dbpool"
-        f" mirror {drive(1)} {drive(2)} mirror {drive(3)} {drive(4)} spare {drive(5)}"
-    ]
+        f" mirror {drive(1)} {drive(2)} mirror {drive(3)} {drive(4)} spare {drive(5)}",
+    )
     [(_, _, kwargs)] = [call for call in host.fact_calls if call[0] is DriveState]
     assert kwargs == {"paths": SMALL_DRIVES}
 
@@ -89,18 +127,19 @@ def test_new_pool_of_24_drives_three_way_mirrors_no_spares():
     drives = [drive(n) for n in range(1, 25)]
     vdevs = [drives[i : i + 3] for i in range(0, 24, 3)]
     commands, _ = run(new_pool_facts(blank_drives(drives)), vdevs, [], ashift=13)
-    assert len(commands) == 1
-    assert commands[0].startswith("zpool create -o ashift=13 ")
-    assert commands[0].count(" mirror ") == 8
-    assert f"mirror {drives[0]} {drives[1]} {drives[2]} mirror" in commands[0]
-    assert " spare " not in commands[0]
+    before, command = created(commands)
+    assert before == []
+    assert command.startswith("zpool create -o ashift=13 ")
+    assert command.count(" mirror ") == 8
+    assert f"mirror {drives[0]} {drives[1]} {drives[2]} mirror" in command
+    assert " spare " not in command
 
 
 def test_new_pool_quotes_paths():
     odd = "/dev/disk/by-id/nvme-Odd Name$1"
     states = blank_drives([odd, drive(2)])
     commands, _ = run(new_pool_facts(states), [[odd, drive(2)]], [], properties={})
-    assert commands == [f"zpool create -o ashift=12 dbpool mirror '{odd}' {drive(2)}"]
+    assert created(commands) == ([], f"zpool create -o ashift=12 dbpool mirror '{odd}' {drive(2)}")
 
 
 def refused(states, vdevs=SMALL, spares=SMALL_SPARES, **kwargs):
@@ -236,7 +275,8 @@ def test_partition_and_non_nvme_are_refused():
 def test_non_nvme_allowed_when_not_required():
     states = blank_drives(SMALL_DRIVES, **{drive(2): {"nvme_namespace": False, "kernel_name": "vdb"}})
     commands, _ = run(new_pool_facts(states), SMALL, SMALL_SPARES, require_nvme=False)
-    assert commands[-1].startswith("zpool create")
+    assert created(commands)[1].startswith("zpool create")
+    assert 'KERNEL=="vdb", OPTIONS+="nowatch"' in commands[-3]
 
 
 def test_drive_in_wipe_list_is_wiped_then_pool_created():
@@ -262,16 +302,18 @@ def test_drive_in_wipe_list_is_wiped_then_pool_created():
     )
     # drive 1 is listed but blank: nothing to wipe.
     commands, _ = run(new_pool_facts(states), SMALL, SMALL_SPARES, wipe=[drive(1), drive(3), drive(5)])
-    assert commands == [
-        f"zpool labelclear -f {drive(3)}-part1",
-        f"wipefs -a {drive(3)}-part1",
-        f"wipefs -a {drive(3)}-part9",
-        f"wipefs -a {drive(3)}",
-        f"wipefs -a {drive(5)}",
-        "udevadm settle",
+    assert created(commands) == (
+        [
+            f"zpool labelclear -f {drive(3)}-part1",
+            f"wipefs -a {drive(3)}-part1",
+            f"wipefs -a {drive(3)}-part9",
+            f"wipefs -a {drive(3)}",
+            f"wipefs -a {drive(5)}",
+            "udevadm settle",
+        ],
         "zpool create -o ashift=12 -o autoreplace=on -o autotrim=on dbpool"
         f" mirror {drive(1)} {drive(2)} mirror {drive(3)} {drive(4)} spare {drive(5)}",
-    ]
+    )
 
 
 def test_wipe_list_does_not_excuse_other_drives():
@@ -583,3 +625,14 @@ def test_replace_is_a_noop_once_the_new_drive_is_in_the_pool():
 def test_replace_needs_the_pool_imported():
     with pytest.raises(OperationError, match="not imported"):
         run_operation(zpool.replace, {ZpoolTopology: None}, "dbpool", old=drive(1), new=drive(25))
+
+
+def test_a_create_cut_short_has_its_drives_watched_again():
+    facts = existing_pool_facts()
+    facts[File] = {"mode": 644}
+    commands, host = run(facts)
+    assert commands == [
+        f"rm -f {zpool.NOWATCH_RULE} && udevadm control --reload && udevadm trigger --action=change --settle "
+        + " ".join([d for vdev in VDEVS for d in vdev] + list(SPARES))
+    ]
+    assert not host.noops

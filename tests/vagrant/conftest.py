@@ -58,7 +58,7 @@ def vagrant_env():
     return {
         **control.lab_env(),
         "DBZFS_VAGRANT_DRIVER": libvirt_driver(),
-        "DBZFS_VAGRANT_BOX": vagrant_box.BOX_NAME,
+        "DBZFS_VAGRANT_BOX": vagrant_box.box_name(load()),
         "DBZFS_VAGRANT_ISOLATED": "1",
         "VAGRANT_DEFAULT_PROVIDER": "libvirt",
         "VAGRANT_CHECKPOINT_DISABLE": "1",
@@ -126,7 +126,10 @@ def box(libvirt, timings):
     path = vagrant_box.build(lab, APT_PROXY, log=log)
     timings["box build"] = time.monotonic() - t0
     t0 = time.monotonic()
-    run(["vagrant", "box", "add", "--force", "--name", vagrant_box.BOX_NAME, str(path)], env=vagrant_env())
+    run(
+        ["vagrant", "box", "add", "--force", "--name", vagrant_box.box_name(lab), str(path)],
+        env=vagrant_env(),
+    )
     timings["vagrant box add"] = time.monotonic() - t0
     return path
 
