@@ -275,3 +275,36 @@ def test_the_key_is_written_after_the_copy_is_complete():
     text = guest.save_golden("mariadb", tuned.directories, "k 1")
     assert text.rstrip().splitlines()[-1] == f"printf '%s\\n' 'k 1' > {guest.GOLDEN_DIR}/mariadb/key"
     assert text.index("sync") > text.rindex("tar -C")
+
+
+FAKE_MARIADB = """#!/bin/sh
+# The dirty-page count from a list, one per SHOW, the last one repeated; settings answer 90.
+case "$*" in
+  *Innodb_buffer_pool_pages_dirty*)
+    n=$(head -n 1 "$COUNTS"); [ "$(wc -l < "$COUNTS")" -gt 1 ] && sed -i 1d "$COUNTS"
+    printf 'Innodb_buffer_pool_pages_dirty\\t%s\\n' "$n" ;;
+  *SELECT*) echo 90 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize(
+    ("counts", "ok"),
+    [
+        # clean once, dirtied again in the background after the settings are restored: done
+        ([3, 0, 7], True),
+        ([0], True),
+        # never clean within the timeout (2 s)
+        ([5], False),
+    ],
+)
+def test_flushed_waits_for_the_load_s_pages_only(tmp_path, counts, ok):
+    (tmp_path / "mariadb").write_text(FAKE_MARIADB)
+    (tmp_path / "mariadb").chmod(0o755)
+    (tmp_path / "counts").write_text("".join(f"{n}\n" for n in counts))
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "COUNTS": str(tmp_path / "counts")}
+    script = guest.flushed("mariadb", "md-ext4", "dbpool", timeout=2)
+    result = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert (result.returncode == 0) is ok, result.stderr
+    if not ok:
+        assert result.stderr.strip() == "InnoDB still has dirty pages after 2 s"
