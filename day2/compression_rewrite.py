@@ -201,7 +201,7 @@ def run(args: dict) -> None:
 def steps(cfg: HostConfig, rewrite_these: list[Target], found_targets: list[Target]) -> None:
     """The copies, the stop, the swap (only for datasets still to rewrite: a run cut after a swap
     leaves those done alone), then the server started and what the rewrite left destroyed."""
-    unit = seeding.ENGINES[cfg.engine].unit
+    unit = seeding.engine_of(cfg).unit
     if rewrite_these:
         received = {t.live: {**cfg.datasets[t.relative], BLOCKS_COMPRESSION: t.wanted} for t in rewrite_these}
         rewrite.full_copy(name="Full copy with the new compression (the server runs)", datasets=received)

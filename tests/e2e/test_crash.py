@@ -114,6 +114,8 @@ PG = labkit.lab_postgresql()  # the lab's release's cluster
 PG_LOG = PG.log  # pg_ctlcluster's log (Debian)
 # The settings the tuning removed, put back for one cycle (a drop-in read after deploy.py's).
 DOUBLEWRITE_ON = "/etc/mysql/mariadb.conf.d/99-crashtest-doublewrite.cnf"
+# SELECT @@global.innodb_doublewrite: a boolean in MariaDB 10.11 (0/1), an enum in 11.8 (OFF/ON/fast)
+DOUBLEWRITE_OFF, DOUBLEWRITE_ON_VALUES = ("0", "OFF"), ("1", "ON")
 
 
 def log(msg):
@@ -345,7 +347,7 @@ class Cycles:
 def cycles(converged, timings):
     lab = converged
     log(f"==> crash cycles: seed {SEED} (DBZFS_CRASH_SEED={SEED} replays the kill moments)")
-    assert sql(lab, "db1", "SELECT @@global.innodb_doublewrite") == "0"
+    assert sql(lab, "db1", "SELECT @@global.innodb_doublewrite") in DOUBLEWRITE_OFF
     assert psql(lab, "pg1", "SHOW full_page_writes") == "off"
     sql(lab, "db1", SETUP_MARIADB)
     psql(lab, "pg1", SETUP_PG)
@@ -379,21 +381,21 @@ def test_power_loss_of_both_primaries_under_write_load(cycles):
 
 @contextmanager
 def doublewrite_and_full_page_writes_on(lab):
-    """db1 with InnoDB doublewrite (a restart: not dynamic in 10.11), pg1 with full_page_writes
+    """db1 with InnoDB doublewrite (a restart: not dynamic in 10.11 or 11.8), pg1 with full_page_writes
     (a reload); both back to deploy.py's settings after."""
     lab.check("db1", f"printf '[mariadb]\\ninnodb_doublewrite = ON\\n' > {DOUBLEWRITE_ON}")
     lab.check("db1", "systemctl restart mariadb", timeout=600)
     psql(lab, "pg1", "ALTER SYSTEM SET full_page_writes = on")
     psql(lab, "pg1", "SELECT pg_reload_conf()")
     try:
-        assert sql(lab, "db1", "SELECT @@global.innodb_doublewrite") == "1"
+        assert sql(lab, "db1", "SELECT @@global.innodb_doublewrite") in DOUBLEWRITE_ON_VALUES
         wait_for(lambda: psql(lab, "pg1", "SHOW full_page_writes") == "on", "pg1's full_page_writes on", 60)
         yield
     finally:
         lab.check("db1", f"rm -f {DOUBLEWRITE_ON} && systemctl restart mariadb", timeout=600)
         psql(lab, "pg1", "ALTER SYSTEM RESET full_page_writes")
         psql(lab, "pg1", "SELECT pg_reload_conf()")
-    assert sql(lab, "db1", "SELECT @@global.innodb_doublewrite") == "0"
+    assert sql(lab, "db1", "SELECT @@global.innodb_doublewrite") in DOUBLEWRITE_OFF
     wait_for(lambda: psql(lab, "pg1", "SHOW full_page_writes") == "off", "pg1's full_page_writes off", 60)
 
 

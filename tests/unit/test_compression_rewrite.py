@@ -285,3 +285,29 @@ def test_the_run_refuses_before_any_step_when_the_pool_lacks_the_space(run_on):
 def test_the_run_does_nothing_when_every_dataset_carries_its_compression(run_on):
     table = {DATA: dataset(blocks="zstd"), WAL: dataset(blocks="zstd")}
     assert run_on(table, pool(100, 10), {"host": "pg2"}) is None
+
+
+@pytest.mark.parametrize(
+    ("engine_name", "release", "unit"),
+    [
+        ("postgresql", "13", "postgresql@17-main.service"),
+        ("postgresql", "12", "postgresql@15-main.service"),
+        ("mariadb", "13", "mariadb.service"),
+    ],
+)
+def test_the_steps_stop_and_start_the_hosts_own_server(monkeypatch, engine_name, release, unit):
+    """The unit the rewrite starts is the host's server on its release (a lookup by engine name
+    alone raised on the lab once, at 5f676cc, before any step)."""
+    calls = []
+
+    def recorder(module):
+        return SimpleNamespace(**{f: (lambda f=f, **kw: calls.append((module, f, kw))) for f in module})
+
+    monkeypatch.setattr(cr, "rewrite", recorder(["full_copy", "final_copy", "cleaned_up"]))
+    monkeypatch.setattr(cr, "seeding_ops", recorder(["server_stopped", "put_in_place", "mounted"]))
+    monkeypatch.setattr(cr, "systemd", recorder(["service"]))
+    monkeypatch.setattr(cr, "snapshots", recorder(["retaken"]))
+    data = host_data(engine=engine_name, role="replica", primary="x", debian_release=release)
+    cr.steps(HostConfig.from_data("h", data), [], [])
+    [service] = [kw for _, f, kw in calls if f == "service"]
+    assert service["service"] == unit and service["running"] is True
