@@ -3,6 +3,8 @@ list every unit on the host, twice per service operation)."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pyinfra.api import FactBase, QuoteString, StringCommand
 
 
@@ -25,27 +27,38 @@ class UnitState(FactBase):
         return {"active": fields.get("ActiveState", ""), "enabled": fields.get("UnitFileState", "")}
 
 
+def _utc_us(value: str) -> float | None:
+    """``Mon 2026-12-07 12:00:00.123456 UTC`` (``--timestamp=us+utc``) as epoch seconds; the
+    weekday's name, which follows the locale, is not read. ``None`` for an empty value."""
+    parts = value.split()
+    if len(parts) != 4 or parts[3] != "UTC":
+        return None
+    return datetime.fromisoformat(f"{parts[1]}T{parts[2]}+00:00").timestamp()
+
+
 class UnitsState(FactBase):
     """
     Several units' states and the modification times of the files they read when they start, with
     one command (a `systemctl show` per unit, each after a ``unit=`` marker line, then one `stat`).
+    Both times to the microsecond: with whole seconds, a unit restarted in the second its file was
+    written looks older than the file, and the next run restarts it again.
 
     .. code:: python
 
         {"units": {"mariadb.service": {"active": "active", "enabled": "enabled",
-                                       "started": 1764480000, "need_daemon_reload": False}},
-         "mtimes": {"/etc/mysql/mariadb.conf.d/90-dbzfs.cnf": 1764479990}}
+                                       "started": 1764480000.123456, "need_daemon_reload": False}},
+         "mtimes": {"/etc/mysql/mariadb.conf.d/90-dbzfs.cnf": 1764479990.5}}
         # "started": None for a unit that never became active; a missing file has no mtime
     """
 
     def command(self, units: list[str], paths: list[str] = ()) -> StringCommand:
         show = (
-            "systemctl show --timestamp=unix -p ActiveState -p UnitFileState "
+            "systemctl show --timestamp=us+utc -p ActiveState -p UnitFileState "
             '-p ActiveEnterTimestamp -p NeedDaemonReload "$u"'
         )
         names = [QuoteString(u) for u in units]
         loop = ["for", "u", "in", *names, ";", "do", 'echo "unit=$u";', show, ";", "done;"]
-        stat = ["stat", "-c", "'mtime=%Y %n'", *[QuoteString(p) for p in paths], "2>/dev/null;"]
+        stat = ["stat", "-c", "'mtime=%.6Y %n'", *[QuoteString(p) for p in paths], "2>/dev/null;"]
         return StringCommand(*loop, *(stat if paths else []), "echo", "end=1")
 
     def process(self, output: list[str]) -> dict:
@@ -62,14 +75,13 @@ class UnitsState(FactBase):
                 }
             elif key == "mtime":
                 mtime, _, path = value.partition(" ")
-                state["mtimes"][path] = int(mtime)
+                state["mtimes"][path] = float(mtime)
             elif current is not None and key == "ActiveState":
                 current["active"] = value
             elif current is not None and key == "UnitFileState":
                 current["enabled"] = value
             elif current is not None and key == "ActiveEnterTimestamp":
-                stamp = value.lstrip("@")
-                current["started"] = int(stamp) if stamp.isdigit() else None
+                current["started"] = _utc_us(value)
             elif current is not None and key == "NeedDaemonReload":
                 current["need_daemon_reload"] = value == "yes"
         return state

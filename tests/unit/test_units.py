@@ -102,25 +102,31 @@ def test_units_state_fact_reads_every_unit_and_file_in_one_command():
     fact = UnitsState()
     command = str(fact.command(units=["a.service", "b.timer"], paths=["/a.conf"]))
     assert command.startswith("for u in a.service b.timer ; do")
-    assert "--timestamp=unix" in command and "stat -c 'mtime=%Y %n' /a.conf" in command
+    assert "--timestamp=us+utc" in command and "stat -c 'mtime=%.6Y %n' /a.conf" in command
     out = [
         "unit=a.service",
         "ActiveState=active",
         "UnitFileState=enabled",
-        "ActiveEnterTimestamp=@1764480000",
+        "ActiveEnterTimestamp=Sun 2025-11-30 05:20:00.250000 UTC",
         "NeedDaemonReload=no",
         "unit=b.timer",
         "ActiveState=inactive",
         "UnitFileState=disabled",
         "ActiveEnterTimestamp=",
         "NeedDaemonReload=yes",
-        "mtime=1764479990 /a.conf",
+        "mtime=1764479990.500000 /a.conf",
         "end=1",
     ]
     assert fact.process(out) == {
         "units": {
-            "a.service": unit(started=1764480000),
+            "a.service": unit(started=1764480000.25),
             "b.timer": unit(active="inactive", enabled="disabled", started=None, reload=True),
         },
-        "mtimes": {"/a.conf": 1764479990},
+        "mtimes": {"/a.conf": 1764479990.5},
     }
+
+
+def test_a_unit_restarted_in_the_second_its_file_was_written_is_current():
+    """Whole seconds made this restart again on every second run (trixie's backup host)."""
+    commands, host = current({SVC: unit(started=1000.75)}, {CNF: 1000.25})
+    assert commands == [] and host.noops
