@@ -113,8 +113,9 @@ def get(name: str, release: str = releases.DEFAULT) -> Engine:
 
 
 def of(cfg: HostConfig) -> Engine:
-    """The descriptor of a database host's engine on its release (a model.hostdata.HostConfig)."""
-    return get(cfg.engine, cfg.debian_release)
+    """The descriptor of the server a database host runs (a model.hostdata.HostConfig): its
+    release's, or the previous release's PostgreSQL it still runs (postgresql_version)."""
+    return get(cfg.engine, releases.shipping(cfg.engine, cfg.server_version).major)
 
 
 def by_engine(field: str) -> dict[str, object]:

@@ -39,6 +39,11 @@ def _get(data: Mapping, key: str) -> Any:  # noqa: ANN401 - heterogeneous, unche
     return keys.default(key) if value is None else value
 
 
+def _text_or_none(value: object) -> str | None:
+    """A version key's value, None when it is not set (validation checks its type first)."""
+    return None if value is None or value == "" else str(value)
+
+
 @dataclass(frozen=True)
 class PoolSpec:
     name: str
@@ -102,6 +107,7 @@ class HostConfig:
     name: str
     engine: str | None
     debian_release: str  # "12", "13": model/releases.py
+    postgresql_version: str | None  # the previous release's, kept through the release upgrade
     role: str | None
     primary: str | None
     cluster: str | None
@@ -183,6 +189,7 @@ class HostConfig:
             name=name,
             engine=engine,
             debian_release=str(_get(data, "debian_release")),
+            postgresql_version=_text_or_none(_get(data, "postgresql_version")),
             role=data.get("role"),
             primary=data.get("primary"),
             cluster=_get(data, "cluster") or engine,
@@ -237,7 +244,10 @@ class HostConfig:
 
     @property
     def server_version(self) -> str:
-        """The engine's major version on the host's release: "11.8", "17"."""
+        """The engine's major version the host runs: its release's ("11.8", "17"), or the
+        PostgreSQL its data says it still runs (postgresql_version, during the release upgrade)."""
+        if self.engine == "postgresql" and self.postgresql_version:
+            return self.postgresql_version
         return self.release.version(self.engine)
 
     def dataset_name(self, relative: str) -> str:

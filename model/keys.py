@@ -134,6 +134,23 @@ _DEFINITIONS = (
             "anything. docs/releases.md: what differs between the two.",
         ),
         Key(
+            "postgresql_version",
+            STRING,
+            None,
+            '"15"',
+            "PostgreSQL's major version when it is not the release's: Debian 12's \"15\" on a Debian 13 "
+            "host whose cluster pg_upgradecluster has not moved to 17 yet",
+            owner="roles.release_checks",
+            nullable=True,
+            choices=("15", "17"),
+            invalid="not a PostgreSQL version the toolkit converges",
+            choice_fix='leave it out (the release\'s own: "17" on Debian 13, "15" on Debian 12)',
+            notes="Debian keeps postgresql-15 installed through the upgrade from 12 to 13, and its cluster "
+            "runs on until it is upgraded; `./dbzfs upgrade` sets this for such a host in the inventory it "
+            "runs with, and it is rarely set by hand. Left out: the release's own version. A "
+            "host of Debian 12 runs 15 only.",
+        ),
+        Key(
             "role",
             STRING,
             None,

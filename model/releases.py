@@ -63,6 +63,33 @@ RELEASES: dict[str, Release] = {r.major: r for r in (BOOKWORM, TRIXIE)}
 DEFAULT = TRIXIE.major
 
 
+def previous(release: Release) -> Release | None:
+    """The release before this one among those the toolkit converges; None for the oldest."""
+    older = [r for r in RELEASES.values() if int(r.major) < int(release.major)]
+    return max(older, key=lambda r: int(r.major)) if older else None
+
+
+def server_versions(major: str, engine: str) -> tuple[str, ...]:
+    """The server versions a host of this release may run: the release's own, and for PostgreSQL
+    also the previous release's, which Debian keeps installed through the release upgrade (its
+    cluster runs on until pg_upgradecluster moves it: day2/upgrade.py). MariaDB's server is
+    upgraded with the release's packages: only the release's own."""
+    release = get(major)
+    own = (release.version(engine),)
+    before = previous(release)
+    if engine == "postgresql" and before is not None:
+        return (*own, before.version(engine))
+    return own
+
+
+def shipping(engine: str, version: str) -> Release:
+    """The release whose packages are this server version."""
+    for release in RELEASES.values():
+        if release.version(engine) == version:
+            return release
+    raise ValueError(f"no supported Debian release ships {engine} {version}")
+
+
 def get(major: str) -> Release:
     """The release a validated `debian_release` names."""
     try:

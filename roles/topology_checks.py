@@ -86,7 +86,9 @@ def fleet(ctx: Context) -> None:
                 f"{p.name} is in replication group {p.cluster!r}, this host in {c.cluster!r}",
                 "put both in the same cluster",
             )
-        elif ctx.ok(c, "debian_release") and ctx.ok(p, "debian_release"):
+        elif ctx.ok(c, "debian_release", "postgresql_version") and ctx.ok(
+            p, "debian_release", "postgresql_version"
+        ):
             releases_of(ctx, c, p)
 
 
@@ -94,22 +96,22 @@ def releases_of(ctx: Context, c: HostConfig, p: HostConfig) -> None:
     """A replica's release against its primary's: PostgreSQL streams between servers of one major
     version only; a MariaDB replica may run a newer server than its primary (replicas are upgraded
     first), never an older one."""
-    if (
-        c.debian_release == p.debian_release
-        or c.debian_release not in RELEASES
-        or p.debian_release not in RELEASES
-    ):
+    if c.debian_release not in RELEASES or p.debian_release not in RELEASES:
         return
     if c.engine == "postgresql":
-        ctx.add(
-            c.name,
-            "debian_release",
-            c.debian_release,
-            f"PostgreSQL {c.server_version} here, {p.server_version} on its primary {p.name} "
-            f"(debian_release {p.debian_release!r}): a standby streams from the same major version only",
-            "give both the same debian_release (a group moves to a new release as docs/releases.md says)",
-        )
-    elif int(c.debian_release) < int(p.debian_release):
+        if c.server_version != p.server_version:
+            key = "postgresql_version" if c.postgresql_version else "debian_release"
+            ctx.add(
+                c.name,
+                key,
+                c.postgresql_version or c.debian_release,
+                f"PostgreSQL {c.server_version} here, {p.server_version} on its primary {p.name} "
+                f"(debian_release {p.debian_release!r}): a standby streams from the same major version only",
+                "give both the same PostgreSQL version (a group moves to a new release as "
+                "docs/releases.md says)",
+            )
+        return
+    if int(c.debian_release) < int(p.debian_release):
         ctx.add(
             c.name,
             "debian_release",

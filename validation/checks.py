@@ -11,8 +11,9 @@ The rules live with the code that owns the keys they check:
     roles/backup_checks.py       a backup host's identity and settings, its addresses and key
     roles/pgbackrest_checks.py   the archive and backup settings, the PostgreSQL hosts' key
     roles/monitoring_checks.py   ports, durations, thresholds, alert_for, scraped addresses
-    model/keys.py                the keys with a fixed set of values (their choices; debian_release's
-                                 host side: roles/release.py)
+    roles/release_checks.py      debian_release, postgresql_version (the live host's side:
+                                 roles/release.py)
+    model/keys.py                the keys with a fixed set of values (their choices)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from roles import (
     engine_checks,
     monitoring_checks,
     pgbackrest_checks,
+    release_checks,
     snapshots_checks,
     topology_checks,
     zfs_checks,
@@ -96,8 +98,7 @@ def check(hosts: Mapping[str, Mapping], secrets: secrets_mod.Secrets | None = No
 
 def per_host(ctx: Context, c: HostConfig) -> None:
     """One host's rules, in the order their problems are reported."""
-    # roles/release.py's (it compares it with the live host): its choices are the rule
-    ctx.choice(c, "debian_release", c.debian_release)
+    release_checks.host(ctx, c)
     if c.is_backup_host:
         backup_checks.identity(ctx, c)
     else:

@@ -1,5 +1,5 @@
-"""The `bare` fixture: the lab's bare VMs (lab/lab.yaml `bare_vms`: Debian 12 as the installer
-leaves it, no ZFS, no kernel headers) booted fresh for one session and always powered off at the
+"""The `bare` fixture: the lab's bare VMs (lab/lab.yaml `bare_vms`: the lab's Debian release as the
+installer leaves it, no ZFS, no kernel headers) booted fresh for one session and always powered off at the
 end (tests/labkit.py). Its pyinfra runs and testinfra checks use inventories/lab_install.py.
 
 These tests are not part of `./dbzfs test`: building ZFS's DKMS module inside an emulated (TCG)

@@ -1,4 +1,4 @@
-"""deploy.py on a bare Debian 12 server: the storage role installs ZFS (backports, kernel headers,
+"""deploy.py on a bare Debian server: the storage role installs ZFS (the release's zfs-dkms, kernel headers,
 DKMS build for the running kernel), loads it now and at boot, and everything after it converges
 as on the lab's ready-made image; a second converge changes nothing; a power cycle brings it all
 back with no deploy in between."""
