@@ -249,6 +249,41 @@ def refuse(problems: list[Problem], what: str) -> None:
         raise runtime.Refused("\n" + format_problems(problems, what=f"before {what}"))
 
 
+# --- the inventory a multi-step runbook runs with -----------------------------------------------------
+
+
+def overridden_inventory_text(inventory: str, overrides: Mapping[str, Mapping[str, object]], why: str) -> str:
+    """A pyinfra inventory file: `inventory` (an absolute path) with some hosts' data overridden
+    (host -> keys -> values; a value None removes the key), for a driver whose steps change what
+    the fleet is between pyinfra runs (`./dbzfs roll`'s switchovers, `./dbzfs upgrade`'s
+    releases). Written where the driver keeps its state; `why` is its docstring."""
+    return f'''"""Written by {why}"""
+
+import runpy
+
+_ORIGINAL = runpy.run_path({inventory!r})
+_OVERRIDES = {dict(overrides)!r}
+
+
+def _host(host):
+    if isinstance(host, tuple) and len(host) == 2 and host[0] in _OVERRIDES:
+        data = {{**host[1], **_OVERRIDES[host[0]]}}
+        return (host[0], {{k: v for k, v in data.items() if v is not None}})
+    return host
+
+
+def _group(value):
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
+        return ([_host(h) for h in value[0]], value[1])
+    return [_host(h) for h in value]
+
+
+for _name, _value in _ORIGINAL.items():
+    if not _name.startswith("_") and isinstance(_value, (list, tuple)):
+        globals()[_name] = _group(_value)
+'''
+
+
 # --- the report -------------------------------------------------------------------------------------
 
 

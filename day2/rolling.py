@@ -28,6 +28,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from day2 import kit
 from model.hostdata import HostConfig
 from model.zfs_properties import BLOCKS_COMPRESSION, blocks_record, same_value
 
@@ -113,32 +114,12 @@ def swapped_hosts(hosts: Mapping[str, Mapping], primary: str, new_primary: str) 
 def swapped_inventory_text(inventory: str, primary: str, new_primary: str, members: Sequence[str]) -> str:
     """A pyinfra inventory file: `inventory` (an absolute path) with the roles `swapped_hosts`
     gives, written where the roll keeps its state while the primary is switched over."""
-    roles = roles_after(members, new_primary)
-    return f'''"""Written by day2/rolling_run.py: {inventory} while {new_primary} stands in for
-{primary} as the primary (runbooks/switchover.py), {primary} converged as its replica."""
-
-import runpy
-
-_ORIGINAL = runpy.run_path({inventory!r})
-_ROLES = {roles!r}
-
-
-def _host(host):
-    if isinstance(host, tuple) and len(host) == 2 and host[0] in _ROLES:
-        return (host[0], {{**host[1], **_ROLES[host[0]]}})
-    return host
-
-
-def _group(value):
-    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
-        return ([_host(h) for h in value[0]], value[1])
-    return [_host(h) for h in value]
-
-
-for _name, _value in _ORIGINAL.items():
-    if not _name.startswith("_") and isinstance(_value, (list, tuple)):
-        globals()[_name] = _group(_value)
-'''
+    return kit.overridden_inventory_text(
+        inventory,
+        roles_after(members, new_primary),
+        f"day2/rolling_run.py: {inventory} while {new_primary} stands in for\n{primary} as the primary "
+        f"(runbooks/switchover.py), {primary} converged as its replica.",
+    )
 
 
 REFUSED = re.compile(r"writes were refused for ([0-9.]+) s")
