@@ -83,6 +83,8 @@ class Runbook:
     what: str
     parameters: tuple[Parameter, ...]
     acts_on: str | None = "host"
+    # the host it acts on is moved to the release its data says (it may run the one before)
+    moves_release: bool = False
 
     def names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters)
@@ -213,7 +215,8 @@ def start(runbook: Runbook) -> dict[str, object]:
     if problems:
         raise runtime.Refused("\n" + format_problems(problems, what=f"before {runbook.what}"))
     preflight.validate_inventory(parameters=runbook.names())
-    release.check()  # every host runs its data's Debian release
+    # every host runs its data's Debian release (the one a release upgrade moves: or the one before)
+    release.check(upgrading=str(args[runbook.acts_on]) if runbook.moves_release and runbook.acts_on else None)
     return dict(args)
 
 

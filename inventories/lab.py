@@ -44,6 +44,8 @@ def _host(vm: VM) -> tuple[str, dict]:
 # nvme (emulated drives: no sensors, no health log worth reading), netclass. Measured on db2 at
 # idle: node_exporter 26% of its vCPU, the guest 17-22% of a host core each, with them all on.
 LAB_DATA = {
+    # qemu boots a lab VM with its image's kernel: a release upgrade reaches the new one by kexec
+    "reboot_method": "kexec",
     "prometheus_scrape_interval": "30s",
     "node_exporter_disabled_collectors": ["systemd", "hwmon", "nvme", "netclass"],
     "alert_for": {

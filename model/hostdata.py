@@ -122,6 +122,7 @@ class HostConfig:
     pool: PoolSpec
     capacity_threshold: int
     roll_primary: str  # `./dbzfs roll`: "switchover" or "in_place"
+    reboot_method: str  # `./dbzfs upgrade`: "reboot" or "kexec"
     zed_email: str  # ZED's notices by mail; "" sends none
     snapshot_on: str  # which hosts take the engine's snapshots (roles/snapshots.py)
     snapshot_retention: dict  # this engine's: kind -> count
@@ -204,6 +205,7 @@ class HostConfig:
             pool=pool,
             capacity_threshold=_get(data, "zfs_capacity_threshold"),
             roll_primary=_get(data, "roll_primary"),
+            reboot_method=_get(data, "reboot_method"),
             zed_email=_get(data, "zed_email"),
             snapshot_on=_get(data, "snapshot_on"),
             snapshot_retention=dict(retention) if isinstance(retention, Mapping) else {},

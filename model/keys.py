@@ -15,94 +15,21 @@ regenerate docs/keys.md.
 from __future__ import annotations
 
 import copy
-import dataclasses
-from dataclasses import dataclass
 
-# The kinds of value a key holds (validation's type pass reads them).
-STRING, INTEGER, NUMBER, BOOLEAN, LIST, MAPPING = "string", "integer", "number", "boolean", "list", "mapping"
-KINDS = (STRING, INTEGER, NUMBER, BOOLEAN, LIST, MAPPING)
-
-
-@dataclass(frozen=True)
-class Key:
-    """One host data key. `default` is handed out as a copy (defaults(), default()). `choices`:
-    the key's only values; a value outside them is reported as `invalid`, with `choice_fix` as
-    the fix ("{choices}": the list, "{quoted}": the values quoted and comma-separated)."""
-
-    name: str
-    kind: str
-    default: object
-    example: str  # as validation's messages quote it: "e.g. <example>"
-    doc: str  # one line: what it does
-    owner: str = ""  # the module that reads it (roles.zfs, roles.pgbackrest, day2.rolling, ...)
-    section: str = ""  # one of SECTIONS
-    nullable: bool = False  # None is a value of its own (not "the default")
-    choices: tuple[str, ...] = ()
-    invalid: str = "not one of its values"
-    choice_fix: str = "use one of {choices}"
-    required: str = ""  # when a host must set it
-    notes: str = ""  # more on what it does, for the reference
-    attr: str = ""  # where HostConfig holds it, when not under its own name
-
-    @property
-    def field(self) -> str:
-        return self.attr or self.name
-
-    def choice_problem(self, value: object) -> tuple[str, str] | None:
-        """(message, fix) when the key has choices and `value` is none of them."""
-        if not self.choices or value in self.choices:
-            return None
-        quoted = ", ".join(repr(v) for v in self.choices)
-        return self.invalid, self.choice_fix.format(choices=list(self.choices), quoted=quoted)
-
-
-SECTIONS = {
-    "host": ("What the host runs", "Set per host in the inventory."),
-    "drives": ("Drives", ""),
-    "zfs_install": ("ZFS install", ""),
-    "pool": ("Pool", ""),
-    "datasets": ("Datasets", ""),
-    "snapshots": ("Snapshots", "roles/snapshots.py."),
-    "backups": (
-        "Backups",
-        'roles/backup.py. An inventory host with role = "backup" (no engine; its own drives and pool) '
-        "pulls every database host's snapshots with syncoid, as raw sends (the copy keeps the blocks' "
-        "compression), into <its zpool_name>/backup/<cluster>/<host>/{data,log}. The database hosts hold "
-        "no key to it: each lets the backup host's key log in as `dbzfs-backup`, from the backup host's "
-        "replication_address only, and `zfs allow`s that account to send (and hold), nothing else; a "
-        "database host cannot reach, change or delete the copies. The key: the secret "
-        '`backup_ssh_private_key` (an OpenSSH private key\'s text: `ssh-keygen -t ed25519 -N "" -f KEY`, '
-        "then the file's content).",
-    ),
-    "pitr": (
-        "Point-in-time recovery",
-        "roles/pgbackrest.py. With a backup host, every PostgreSQL host archives its WAL with pgBackRest "
-        "(Debian's package) to a repository on the backup host (<its zpool_name>/pgbackrest), which takes "
-        "the base backups. pgBackRest logs in both ways as postgres, for its remote protocol only: the "
-        "backup host with backup_ssh_private_key, the PostgreSQL hosts with the secret "
-        "`pgbackrest_ssh_private_key` (a second key made the same way). Restores: runbooks/restore.py.",
-    ),
-    "database": ("Database", ""),
-    "monitoring": (
-        "Monitoring",
-        "Every database host runs node_exporter (with the ZFS textfile collector) and its engine's "
-        "exporter; they listen on the host's replication_address only. A host of the inventory's "
-        "`monitoring` group runs Prometheus, which scrapes every database host and loads the alert rules.",
-    ),
-    "alerts": ("Alert thresholds", "The pool capacity alert uses zfs_capacity_threshold (Pool)."),
-}
-
-# Shared by snapshot_retention and backup_retention: sanoid's kinds.
-_KINDS_NOTE = (
-    "Kinds: sanoid's names, frequently (every 15 minutes), hourly, daily, weekly, monthly, yearly; "
-    "0 or absent: none of that kind."
+from model import keys_monitoring
+from model.key import (  # noqa: F401 (re-exported: model.keys is where the code reads them)
+    _KINDS_NOTE,
+    BOOLEAN,
+    INTEGER,
+    KINDS,
+    LIST,
+    MAPPING,
+    NUMBER,
+    SECTIONS,
+    STRING,
+    Key,
+    section as _in,
 )
-
-
-def _in(section: str, owner: str, *keys: Key) -> tuple[Key, ...]:
-    """A section's keys; `owner` reads those that name no owner of their own."""
-    return tuple(dataclasses.replace(k, section=section, owner=k.owner or owner) for k in keys)
-
 
 _DEFINITIONS = (
     *_in(
@@ -199,6 +126,21 @@ _DEFINITIONS = (
             nullable=True,
             required="every host of a group with replicas, and every host when the inventory has a backup "
             "host or a Prometheus server",
+        ),
+        Key(
+            "reboot_method",
+            STRING,
+            "reboot",
+            '"reboot" or "kexec"',
+            "`./dbzfs upgrade`: how a host reboots into its new release's kernel",
+            owner="day2.upgrade_release",
+            choices=("reboot", "kexec"),
+            invalid="not a way to reboot",
+            choice_fix='"reboot" (the firmware and the boot loader) or "kexec" (straight into the kernel)',
+            notes='"reboot": systemctl reboot, the boot loader picks the newest kernel. "kexec": the new '
+            "kernel loaded and started by the running one (kexec-tools, installed for it), without the "
+            "firmware's minutes of a large server's POST; the lab's VMs, which qemu boots with their image's "
+            "kernel, reach an installed kernel only this way.",
         ),
         Key(
             "roll_primary",
@@ -654,129 +596,7 @@ _DEFINITIONS = (
             '"database": "app"}]; MariaDB users take privileges, PostgreSQL users owner.',
         ),
     ),
-    *_in(
-        "monitoring",
-        "roles.monitoring",
-        Key(
-            "prometheus_server",
-            BOOLEAN,
-            False,
-            "True (group_data/monitoring.py sets it)",
-            "the host runs Prometheus: group_data/monitoring.py sets it for the `monitoring` group's hosts",
-        ),
-        Key(
-            "node_exporter_port",
-            INTEGER,
-            9100,
-            "9100",
-            "node_exporter's port",
-            attr="monitoring.node_exporter_port",
-        ),
-        Key(
-            "node_exporter_disabled_collectors",
-            LIST,
-            [],
-            '["systemd", "hwmon"]',
-            'node_exporter collectors turned off (`--no-collector.NAME`), e.g. ["hwmon"] on a host '
-            "without sensors",
-            attr="monitoring.node_exporter_disabled_collectors",
-            notes="The alert rules read only the zfs and textfile collectors, which cannot be turned off.",
-        ),
-        Key(
-            "mysqld_exporter_port",
-            INTEGER,
-            9104,
-            "9104",
-            "mysqld_exporter's port (MariaDB hosts)",
-            attr="monitoring.mysqld_exporter_port",
-        ),
-        Key(
-            "postgres_exporter_port",
-            INTEGER,
-            9187,
-            "9187",
-            "postgres_exporter's port (PostgreSQL hosts)",
-            attr="monitoring.postgres_exporter_port",
-        ),
-        Key("prometheus_port", INTEGER, 9090, "9090", "Prometheus's port", attr="monitoring.prometheus_port"),
-        Key(
-            "prometheus_scrape_interval",
-            STRING,
-            "15s",
-            '"15s"',
-            "Prometheus's scrape interval, also the rule evaluation interval",
-            attr="monitoring.scrape_interval",
-        ),
-        Key(
-            "prometheus_retention",
-            STRING,
-            "15d",
-            '"15d"',
-            "how long Prometheus keeps its samples",
-            attr="monitoring.retention",
-        ),
-        Key(
-            "zfs_metrics_interval",
-            INTEGER,
-            60,
-            "60 (seconds)",
-            "seconds between two runs of the ZFS textfile collector",
-            attr="monitoring.zfs_metrics_interval",
-        ),
-    ),
-    *_in(
-        "alerts",
-        "roles.monitoring_rules",
-        Key(
-            "replica_lag_alert_seconds",
-            INTEGER,
-            300,
-            "300",
-            "a MariaDB replica this far behind its primary is alerted",
-            attr="monitoring.replica_lag_alert_seconds",
-        ),
-        Key(
-            "replication_slot_alert_bytes",
-            INTEGER,
-            10 * 1024**3,
-            "10 * 1024**3",
-            "WAL a PostgreSQL replication slot may hold back before it is alerted",
-            attr="monitoring.replication_slot_alert_bytes",
-        ),
-        Key(
-            "arc_metadata_hit_ratio_alert",
-            NUMBER,
-            0.9,
-            "0.9",
-            "MariaDB hosts: an ARC demand metadata hit ratio below this is alerted",
-            attr="monitoring.arc_metadata_hit_ratio_alert",
-        ),
-        Key(
-            "scrub_max_age_days",
-            INTEGER,
-            35,
-            "35",
-            "the oldest the last scrub may be (the scrub runs monthly)",
-            attr="monitoring.scrub_max_age_days",
-        ),
-        Key(
-            "snapshot_max_age_hours",
-            INTEGER,
-            26,
-            "26",
-            "the oldest the newest snapshot of a dataset that has snapshots may be",
-            attr="monitoring.snapshot_max_age_hours",
-        ),
-        Key(
-            "alert_for",
-            MAPPING,
-            {},
-            '{"ZpoolNotOnline": "1m"}',
-            'how long a condition must hold before its alert fires, per alert name (e.g. "10m")',
-            attr="monitoring.alert_for",
-            notes="Prometheus durations, over each alert's default in roles/monitoring_rules.py.",
-        ),
-    ),
+    *keys_monitoring.DEFINITIONS,
 )
 
 KEYS: dict[str, Key] = {k.name: k for k in _DEFINITIONS}

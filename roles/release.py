@@ -16,13 +16,14 @@ from model.problems import Problem, format_problems
 from operations import runtime
 
 
-def problems(cfg: HostConfig, distribution: dict | None) -> list[Problem]:
-    """A Problem when the host does not run the release its data declares."""
+def problems(cfg: HostConfig, distribution: dict | None, upgrading: bool = False) -> list[Problem]:
+    """A Problem when the host does not run the release its data declares (`upgrading`: the host
+    a release upgrade moves to it may still run the release before it)."""
     found = releases.of_distribution(distribution)
     if cfg.debian_release not in releases.RELEASES:
         return []  # validation reported it
     wanted = releases.get(cfg.debian_release)
-    if found is wanted:
+    if found is wanted or (upgrading and found is not None and found is releases.previous(wanted)):
         return []
     if found is None:
         return [
@@ -49,18 +50,20 @@ def problems(cfg: HostConfig, distribution: dict | None) -> list[Problem]:
     ]
 
 
-def check() -> None:
-    """Stop the run before any host is changed when a host's release is not its data's."""
-    found = runtime.once_per_run("debian release", _read_all)
+def check(upgrading: str | None = None) -> None:
+    """Stop the run before any host is changed when a host's release is not its data's (but for
+    the host a release upgrade moves: day2/upgrade_release.py)."""
+    found = runtime.once_per_run("debian release", lambda: _read_all(upgrading))
     if found:
         raise runtime.Refused(
             "\n" + format_problems(found, what="between the inventory and the hosts' releases")
         )
 
 
-def _read_all() -> list[Problem]:
+def _read_all(upgrading: str | None = None) -> list[Problem]:
     def one(h: Host) -> list[Problem]:
-        return problems(HostConfig.from_data(h.name, h.data), h.get_fact(LinuxDistribution))
+        cfg = HostConfig.from_data(h.name, h.data)
+        return problems(cfg, h.get_fact(LinuxDistribution), upgrading=h.name == upgrading)
 
     active = {h.name for h in inventory.get_active_hosts()}
     hosts = [h for h in inventory if h.name in active]

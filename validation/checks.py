@@ -115,6 +115,7 @@ def per_host(ctx: Context, c: HostConfig) -> None:
     zfs_module_params.check(ctx, c)
     zfs_packages.check(ctx, c)
     ctx.choice(c, "roll_primary", c.roll_primary)  # day2/rolling.py's: its choices are the rule
+    ctx.choice(c, "reboot_method", c.reboot_method)  # day2/upgrade_release.py's: its choices
     snapshots_checks.host(ctx, c)
     monitoring_checks.host(ctx, c)
     engine_checks.database(ctx, c)

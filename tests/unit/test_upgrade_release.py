@@ -1,0 +1,95 @@
+"""One host's release upgrade (day2/upgrade_release.py, operations/upgrade.py): its scripts are valid
+shell and resume where a cut run stopped, its sources move, and the release check lets the host it
+moves run the release before its data's (and no other)."""
+
+import subprocess
+
+import pytest
+
+from day2 import upgrade_release
+from model import releases
+from model.hostdata import HostConfig
+from operations import upgrade as ops
+from roles import release
+
+BOOKWORM = {"name": "Debian", "major": 12}
+TRIXIE = {"name": "Debian", "major": 13}
+BULLSEYE = {"name": "Debian", "major": 11}
+
+
+def bash_ok(script: str) -> bool:
+    return subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+
+
+def test_every_script_is_valid_shell():
+    assert bash_ok(
+        ops.rollback_point_script("dbpool/datastore", "dbpool", "dbzfs-upgrade-bookworm-to-trixie")
+    )
+    assert bash_ok(ops.packages_script("trixie", ["postgresql-17"]))
+    assert bash_ok(ops.new_kernel_script("zfs-modules-"))
+    assert bash_ok(ops.new_kernel_script(None))
+    assert bash_ok(ops.after_boot_script("13", "dbpool", "mariadb.service", "mariadb"))
+    for method in ("reboot", "kexec"):
+        assert bash_ok(ops.reboot_command(method))
+
+
+def test_the_rollback_point_is_taken_once_and_covers_the_system():
+    script = ops.rollback_point_script("dbpool/datastore", "dbpool", "s")
+    assert "zfs list -H -o name dbpool/datastore@s >/dev/null 2>&1; then" in script
+    assert "zfs snapshot -r dbpool/datastore@s" in script
+    assert "echo 'kept: dbpool/dbzfs-system@s'; exit 0" in script
+    for fs in ("/", "/boot", "/boot/efi"):
+        assert f"rsync -aHAXx --numeric-ids --delete {fs.rstrip('/') + '/'} " in script
+    assert ops.snapshot_name("bookworm", "trixie") == "dbzfs-upgrade-bookworm-to-trixie"
+
+
+def test_the_kernel_is_moved_even_when_held_and_held_again():
+    script = ops.packages_script("trixie", ["postgresql-17"])
+    assert "--allow-change-held-packages install $metas postgresql-17" in script
+    assert "xargs -r apt-mark hold" in script
+    assert "--force-confold" in script
+
+
+def test_kexec_boots_the_newest_installed_kernel_with_the_same_command_line():
+    command = ops.reboot_command("kexec")
+    assert '--initrd="/boot/initrd.img-$k" --reuse-cmdline' in command and "systemctl kexec" in command
+    assert "systemctl reboot" in ops.reboot_command("reboot")
+
+
+def test_no_module_for_the_new_kernel_stops_before_the_reboot():
+    script = ops.new_kernel_script("zfs-modules-")
+    assert 'install zfs-modules-"$k"' in script
+    assert "the host is not rebooted" in script and "exit 1" in script
+
+
+@pytest.mark.parametrize(
+    ("running", "upgrading", "refused"),
+    [(BOOKWORM, True, False), (TRIXIE, True, False), (BOOKWORM, False, True), (BULLSEYE, True, True)],
+)
+def test_only_the_host_being_moved_may_run_the_release_before_its_datas(fleet, running, upgrading, refused):
+    cfg = HostConfig.from_data("db2", fleet["db2"])  # debian_release "13"
+    assert bool(release.problems(cfg, running, upgrading=upgrading)) is refused
+
+
+def test_sources_move_the_module_repository_with_the_release_and_refuse_a_foreign_one(fleet):
+    fleet["db1"].update(
+        zfs_install="prebuilt",
+        zfs_module_repository={"url": "http://10.0.2.100:3142/zfs", "suite": "bookworm", "key_file": "/k"},
+    )
+    cfg = HostConfig.from_data("db1", fleet["db1"])
+    debian, zfs = "http://deb.debian.org/debian", "http://10.0.2.100:3142/zfs"
+    files = {
+        "/etc/apt/sources.list": f"deb {debian} bookworm main contrib\n",
+        "/etc/apt/sources.list.d/dbzfs-zfs-modules.list": f"deb [signed-by=/k] {zfs} bookworm main\n",
+        "/etc/apt/sources.list.d/dbzfs-backports.list": f"deb {debian} bookworm-backports main contrib\n",
+        "/etc/apt/sources.list.d/vendor.list": "deb http://apt.vendor.example/ bookworm main\n",
+    }
+    moved, problems = upgrade_release.moved_sources(cfg, files, releases.BOOKWORM, releases.TRIXIE)
+    assert moved["/etc/apt/sources.list"].text == "deb http://deb.debian.org/debian trixie main contrib\n"
+    assert (
+        "http://10.0.2.100:3142/zfs trixie main"
+        in moved["/etc/apt/sources.list.d/dbzfs-zfs-modules.list"].text
+    )
+    assert moved["/etc/apt/sources.list.d/dbzfs-backports.list"].text.strip() == ""
+    assert [(p.key, p.value) for p in problems] == [("apt sources", "/etc/apt/sources.list.d/vendor.list")]
+    assert "apt.vendor.example" in problems[0].message and problems[0].fix
