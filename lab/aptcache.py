@@ -31,6 +31,10 @@ REMAP_SECDEB = (
 # /ZFS_REPO_NAME/, and a repository name remapped to it, so that the guests' apt, which sends every
 # request through this proxy, can fetch it as ZFS_REPO_URL.
 ZFS_REPO_NAME = "dbzfs-zfs-modules"
+# The daemon keeps what it fetched through a Remap-NAME under CacheDir/NAME: the repository's
+# indexes as the guests fetched them, which it serves again without asking the directory.
+ZFS_REPO_REMAP = ZFS_REPO_NAME.replace("-", "")
+ZFS_REPO_CACHES = (ACNG / "cache" / ZFS_REPO_NAME, ACNG / "cache" / ZFS_REPO_REMAP)
 
 
 def _config(port: int) -> str:
@@ -45,7 +49,7 @@ Foreground: 0
 Remap-debrep: file:deb_mirror*.gz /debian ; file:backends_debian # Debian Archives
 Remap-secdeb: {REMAP_SECDEB}
 LocalDirs: {ZFS_REPO_NAME} {ZFS_REPO}
-Remap-{ZFS_REPO_NAME.replace("-", "")}: {ZFS_REPO_URL.split("//", 1)[1].rstrip("/")} ; http://127.0.0.1:{port}/{ZFS_REPO_NAME}/
+Remap-{ZFS_REPO_REMAP}: {ZFS_REPO_URL.split("//", 1)[1].rstrip("/")} ; http://127.0.0.1:{port}/{ZFS_REPO_NAME}/
 ReportPage: acng-report.html
 ExThreshold: 4
 FollowIndexFileRemoval: 1

@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 COMPONENT = "main"
@@ -94,9 +95,21 @@ def fingerprint(home: Path, key: str | None = None) -> str:
     return fprs[0] if fprs else ""
 
 
-def publish(debs: list[Path], out: Path, suite: str, gnupg_home: Path, key: str, arch: str = "amd64") -> Path:
-    """Write the repository to `out` (replacing what was there) and return its public key file."""
-    if not debs:
+def publish(
+    debs: list[Path],
+    out: Path,
+    suite: str,
+    gnupg_home: Path,
+    key: str,
+    arch: str = "amd64",
+    others: Mapping[str, list[Path]] | None = None,
+) -> Path:
+    """Write the repository to `out` (replacing what was there) and return its public key file.
+    `others`: more suites (suite -> its packages) published beside `suite`, each with its own
+    index, all in one pool (a host moved from one release to the next finds its new kernel's
+    module under the new release's suite)."""
+    suites = {suite: debs, **(others or {})}
+    if not all(suites.values()):
         raise PublishError("no packages to publish")
     if out.exists() and any(out.iterdir()) and not (out / KEY_FILE).exists():
         raise PublishError(
@@ -107,12 +120,26 @@ def publish(debs: list[Path], out: Path, suite: str, gnupg_home: Path, key: str,
         raise PublishError(f"no secret key {key!r} in the GnuPG home {gnupg_home}")
     tmp = out.with_name(out.name + ".new")
     shutil.rmtree(tmp, ignore_errors=True)
-    pool = tmp / "pool" / COMPONENT
+    try:
+        for name, packages in suites.items():
+            _suite(tmp, name, packages, arch, gnupg_home, key)
+        public = _gpg(gnupg_home, "--armor", "--export", key).stdout
+    finally:
+        stop_agent(gnupg_home)
+    (tmp / KEY_FILE).write_text(public)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out / KEY_FILE
+
+
+def _suite(tmp: Path, suite: str, debs: list[Path], arch: str, gnupg_home: Path, key: str) -> None:
+    """One suite's packages into the pool, its index, its Release signed (InRelease, Release.gpg)."""
+    pool = tmp / "pool" / COMPONENT / suite
     pool.mkdir(parents=True)
     for deb in debs:
         shutil.copy2(deb, pool / deb.name)
     scan = subprocess.run(
-        ["dpkg-scanpackages", "--multiversion", f"pool/{COMPONENT}", "/dev/null"],
+        ["dpkg-scanpackages", "--multiversion", f"pool/{COMPONENT}/{suite}", "/dev/null"],
         cwd=tmp,
         capture_output=True,
     )
@@ -126,24 +153,14 @@ def publish(debs: list[Path], out: Path, suite: str, gnupg_home: Path, key: str,
         (dists / name).write_bytes(data)
     release = dists / "Release"
     release.write_text(release_text(suite, arch, indexes, email.utils.formatdate(usegmt=True)))
-    try:
-        _gpg(
-            gnupg_home, "--local-user", key, "--clearsign", "--output", str(dists / "InRelease"), str(release)
-        )
-        _gpg(
-            gnupg_home,
-            "--local-user",
-            key,
-            "--armor",
-            "--detach-sign",
-            "--output",
-            str(dists / "Release.gpg"),
-            str(release),
-        )
-        public = _gpg(gnupg_home, "--armor", "--export", key).stdout
-    finally:
-        stop_agent(gnupg_home)
-    (tmp / KEY_FILE).write_text(public)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    return out / KEY_FILE
+    _gpg(gnupg_home, "--local-user", key, "--clearsign", "--output", str(dists / "InRelease"), str(release))
+    _gpg(
+        gnupg_home,
+        "--local-user",
+        key,
+        "--armor",
+        "--detach-sign",
+        "--output",
+        str(dists / "Release.gpg"),
+        str(release),
+    )
