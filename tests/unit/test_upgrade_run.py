@@ -1,0 +1,131 @@
+"""`./dbzfs upgrade` (day2/upgrade_run.py) with pyinfra and the gates stood in for: the steps run in
+the plan's order, each with an inventory of the group's data at that step, the gates after each,
+the stop at the first failure with that step's inventory kept, the report, and the refusals."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from day2 import kit, upgrade_run
+from validation import REPO_ROOT, load_inventory_isolated
+
+LAB = str(REPO_ROOT / "inventories" / "lab.py")
+REAL_RUN = subprocess.run
+
+
+class Ran:
+    def __init__(self, fail_at=None):
+        self.calls: list[list[str]] = []
+        self.inventories: list[dict] = []
+        self.fail_at = fail_at
+
+    def __call__(self, argv, **kwargs):
+        argv = [str(a) for a in argv]
+        if "--dump-data" in argv:
+            return REAL_RUN(argv, **kwargs)  # the inventory loader
+        if argv[1:3] == ["-m", "validation"]:
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        self.calls.append(argv)
+        self.inventories.append(load_inventory_isolated(argv[1]))
+        rc = 1 if self.fail_at is not None and len(self.calls) == self.fail_at else 0
+        out = "writes were refused for 4.2 s\n" if "switchover.py" in argv[2] else ""
+        return subprocess.CompletedProcess(argv, rc, out, "")
+
+
+@pytest.fixture
+def lab_on_12(tmp_path):
+    path = tmp_path / "lab12.py"
+    hosts = load_inventory_isolated(LAB)
+    path.write_text(
+        kit.overridden_inventory_text(LAB, {n: {"debian_release": "12"} for n in hosts}, "a test")
+    )
+    return str(path)
+
+
+@pytest.fixture
+def stand_ins(monkeypatch):
+    ran = Ran()
+    monkeypatch.setattr(subprocess, "run", ran)
+    gated = []
+
+    class Gates:
+        def __init__(self, *a, **k):
+            pass
+
+        def wait(self, gate, step):
+            gated.append((gate, step.host))
+            return True, "ok", 0.0
+
+        def run(self, name, command):
+            return 0, f"dbpool/datastore@dbzfs-upgrade-bookworm-to-trixie\t{2**30}\n"
+
+    monkeypatch.setattr(upgrade_run, "Gates", Gates)
+    return ran, gated
+
+
+def test_a_mariadb_group_runs_its_steps_in_order_with_each_steps_data(lab_on_12, stand_ins, tmp_path):
+    ran, gated = stand_ins
+    report = tmp_path / "report.json"
+    assert upgrade_run.main([lab_on_12, "--group", "db1", "--report", str(report)]) == 0
+    runbooks = [c[2] for c in ran.calls]
+    assert runbooks == [
+        "runbooks/upgrade_release.py",
+        "deploy.py",
+        "runbooks/switchover.py",
+        "runbooks/upgrade_release.py",
+        "deploy.py",
+        "runbooks/switchover.py",
+    ]
+    # db2 is moved from its own release step on; db1 until its own, a replica meanwhile
+    assert ran.inventories[0]["db2"]["debian_release"] == "13"
+    assert ran.inventories[0]["db1"]["debian_release"] == "12"
+    assert ran.inventories[3]["db1"]["debian_release"] == "13"
+    assert ran.inventories[3]["db1"]["role"] == "replica" and ran.inventories[3]["db1"]["primary"] == "db2"
+    assert ran.inventories[5]["db2"]["role"] == "primary"  # the switch back runs with the data before it
+    assert "--limit" in ran.calls[0] and ran.calls[0][ran.calls[0].index("--limit") + 1] == "db2"
+    assert ("checks", "db2") in gated and ("pool", "db1") in gated
+    summary = json.loads(report.read_text())
+    assert [s["refused_s"] for s in summary["steps"] if s["step"] == "switchover"] == [4.2, 4.2]
+    assert summary["snapshots"][0]["used"] == 2**30 and summary["stopped"] is None
+
+
+def test_a_failed_step_stops_the_upgrade_and_keeps_its_inventory(lab_on_12, stand_ins, capsys):
+    ran, _ = stand_ins
+    ran.fail_at = 2
+    assert upgrade_run.main([lab_on_12, "--group", "mariadb"]) == 1
+    out = capsys.readouterr().out
+    assert "upgrade STOPPED: db2: deploy.py" in out
+    kept = Path(out.split("the group's data at this step: ")[1].split(" ")[0])
+    assert load_inventory_isolated(str(kept))["db2"]["debian_release"] == "13"
+    assert len(ran.calls) == 2
+
+
+def test_dry_runs_only_the_release_steps_probes(lab_on_12, stand_ins):
+    ran, gated = stand_ins
+    assert upgrade_run.main([lab_on_12, "--group", "postgresql", "--dry"]) == 0
+    assert [(c[2], c[-1]) for c in ran.calls] == [
+        ("runbooks/upgrade_release.py", "--dry"),
+        ("runbooks/upgrade_release.py", "--dry"),
+    ]
+    assert gated == []
+
+
+def test_a_group_on_the_new_release_is_nothing_to_do(stand_ins, capsys):
+    ran, _ = stand_ins
+    assert upgrade_run.main([LAB, "--group", "pg1"]) == 0
+    assert "nothing to do" in capsys.readouterr().out and ran.calls == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--group", "nope"], "names no replication group"),
+        (["--group", "db1", "--data", "max-lag=60"], "not an argument of ./dbzfs upgrade"),
+    ],
+)
+def test_refusals_touch_nothing(lab_on_12, stand_ins, capsys, argv, says):
+    ran, _ = stand_ins
+    assert upgrade_run.main([lab_on_12, *argv]) == 2
+    assert says in capsys.readouterr().out and ran.calls == []
