@@ -93,3 +93,20 @@ def test_sources_move_the_module_repository_with_the_release_and_refuse_a_foreig
     assert moved["/etc/apt/sources.list.d/dbzfs-backports.list"].text.strip() == ""
     assert [(p.key, p.value) for p in problems] == [("apt sources", "/etc/apt/sources.list.d/vendor.list")]
     assert "apt.vendor.example" in problems[0].message and problems[0].fix
+
+
+def test_postgresqls_major_step_links_into_the_same_dataset_and_its_wal_into_the_wal_dataset(fleet):
+    from day2 import upgrade_major
+
+    fleet["pg1"].update(debian_release="13", postgresql_version="15")
+    cfg = HostConfig.from_data("pg1", fleet["pg1"])
+    script = upgrade_major.script(cfg, "15", "17")
+    assert bash_ok(script)
+    data = cfg.mountpoint(cfg.data_dataset)
+    wal = cfg.mountpoint(cfg.log_dataset)
+    assert f"pg_upgradecluster --method=link 15 main {data}/17/main" in script
+    assert f"waldir = '{wal}/%v/%c'" in script
+    assert f"zfs snapshot -r {cfg.parent_dataset}@dbzfs-upgrade-postgresql-15-to-17" in script
+    # resumable: a cluster on 17 already is done; the old one is dropped once 17 runs
+    assert script.index("'17/main online'") < script.index("pg_ctlcluster --mode fast 15 main stop")
+    assert "pg_dropcluster 15 main" in script
