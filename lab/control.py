@@ -3,6 +3,7 @@
 All functions take a `log` callable for progress lines ("==> db1: ssh up after 41 s").
 """
 
+import dataclasses
 import os
 import secrets
 import shutil
@@ -12,6 +13,8 @@ import time
 from collections.abc import Sequence
 
 import yaml
+
+from model import releases
 
 from . import aptcache, image, module_repo, vm as vmmod
 from .definition import CACHE, REPO, SSH_CONFIG, STATE, VM, Lab, load  # noqa: F401 (STATE: for tests/labkit.py)
@@ -98,8 +101,14 @@ def lab_env() -> dict[str, str]:
 
 
 def prune_images(lab: Lab, keep: int = 2, log: Log = print) -> None:
-    """Remove cached images older than the `keep` newest (the current ones always stay)."""
-    current = {image.path(lab, v) for v in image.VARIANTS}
+    """Remove cached images older than the `keep` newest. The current ones always stay, those of
+    every release the lab boots included (`./dbzfs test-debian12` beside CI's Debian 13 lab, and the
+    release upgrade's module repository: lab/module_repo.py)."""
+    current = {
+        image.path(dataclasses.replace(lab, image={**lab.image, "suite": r.codename}), v)
+        for r in releases.RELEASES.values()
+        for v in image.VARIANTS
+    }
     built = sorted(
         (d for d in image.IMAGES.iterdir() if (d / "manifest.json").exists()),
         key=lambda d: (d / "manifest.json").stat().st_mtime,

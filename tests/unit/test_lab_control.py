@@ -157,3 +157,27 @@ def test_converge_with_the_backup_host_boots_it_and_uses_its_inventory(monkeypat
     hosts = next(a for a in commands[1] if a.startswith("--hosts="))
     assert ("paramiko://backup1" in hosts) == with_backup
     assert f"--inventory={control.rel(inventory)}" in commands[1]
+
+
+def test_pruning_keeps_the_current_images_of_every_release(tmp_path, monkeypatch):
+    import dataclasses
+    import os
+
+    from lab import control, image
+    from lab.definition import load
+
+    monkeypatch.setattr(image, "IMAGES", tmp_path)
+    lab = load()
+    mine = {}
+    for suite in ("trixie", "bookworm"):
+        other = dataclasses.replace(lab, image={**lab.image, "suite": suite})
+        for v in image.VARIANTS:
+            mine[(suite, v)] = image.path(other, v)
+    old = [tmp_path / f"old{i}" for i in range(3)]
+    for i, d in enumerate([*old, *mine.values()]):
+        d.mkdir()
+        (d / "manifest.json").write_text("{}")
+        os.utime(d / "manifest.json", (1000 + i, 1000 + i))
+    control.prune_images(lab, keep=2, log=lambda _: None)
+    assert all(d.exists() for d in mine.values())
+    assert not any(d.exists() for d in old)
