@@ -129,15 +129,16 @@ def reboot_command(method: str) -> str:
 
 
 @operation(is_idempotent=False)
-def rebooted(method: str, timeout: int = 900) -> Generator:
+def rebooted(method: str, timeout: int = 900, always: bool = False) -> Generator:
     """Reboot into the newest installed kernel and wait until the host answers again on a shorter
     uptime (as pyinfra's server.reboot, with the reboot's command chosen). Decided when it runs:
-    no reboot when the host already runs its newest kernel (a resumed run)."""
+    no reboot when the host already runs its newest kernel (a resumed run), unless `always` (a
+    system restored under the running one)."""
 
     def reboot(state, host_) -> bool:  # noqa: ANN001 - pyinfra's FunctionCommand signature
         kernels = host_.get_fact(Command, "echo $(uname -r) $(ls /lib/modules | sort -V | tail -n1)")
         running, newest = ((kernels or "").split() + ["", ""])[:2]
-        if running == newest:
+        if running == newest and not always:
             logger.info(f"{host_.name}: runs {running}, its newest kernel, already: no reboot")
             return True
         before = host_.get_fact(Uptime)
@@ -176,3 +177,48 @@ def after_boot_script(new_major: str, pool: str, unit: str, engine: str) -> str:
         f'echo "$(. /etc/os-release; echo "$PRETTY_NAME"), kernel $(uname -r), '
         f'{unit} $(systemctl is-active {q(unit)})"\n'
     )
+
+
+def restore_script(engine_dataset: str, pool: str, snapshot: str) -> str:
+    """The node back to its rollback point, the server stopped: every dataset of the engine rolled
+    back to the snapshot (`zfs rollback -r`: later snapshots of it are destroyed), then the
+    system's copy written back over the running system (rsync --delete, one filesystem at a time,
+    every other mount left out: the pool's datasets, /proc, /run...), and GRUB reinstalled from
+    the restored system where GRUB boots the host. The host must reboot right after."""
+    q = shlex.quote
+    system = f"{pool}/{SYSTEM_DATASET}"
+    restores = "".join(
+        f'if [ -d "$src/{name}" ] && {{ [ "{fs}" = / ] || mountpoint -q {q(fs)}; }}; then '
+        f'rsync -aHAXx --numeric-ids --delete $excludes "$src/{name}/" {q(fs.rstrip("/") + "/")}; fi\n'
+        for fs, name in SYSTEM_FILESYSTEMS.items()
+    )
+    return (
+        "set -eu\n"
+        f"zfs list -H -o name {q(system + '@' + snapshot)} >/dev/null "
+        f"|| {{ echo 'no system copy {system}@{snapshot}' >&2; exit 1; }}\n"
+        # the datasets that hold the snapshot (one made since, a seed's or a rewrite's, holds none)
+        f"for s in $(zfs list -H -o name -t snapshot -r {q(engine_dataset)} | grep -x '.*@{snapshot}'); do\n"
+        '  zfs rollback -r "$s"\n'
+        "done\n"
+        f"echo 'rolled back: {engine_dataset} (recursively) to @{snapshot}'\n"
+        f"src=$(zfs get -H -o value mountpoint {q(system)})/.zfs/snapshot/{snapshot}\n"
+        # every mount point but the ones restored: rsync neither writes into them nor deletes there
+        "excludes=$(findmnt -rn -o TARGET | grep -vxE '/|/boot|/boot/efi' "
+        "| sed -e 's/\\\\x20/ /g' -e 's|.*|--exclude=&/***|' | tr '\\n' ' ')\n"
+        f"{restores}"
+        "if [ -x /usr/sbin/grub-install ] && debconf-show grub-pc 2>/dev/null "
+        "| grep -q install_devices; then\n"
+        "  for d in $(debconf-show grub-pc | sed -n 's/.*install_devices: //p' | tr ',' ' '); do\n"
+        '    grub-install "$d"\n'
+        "  done\n"
+        "  update-grub\n"
+        "fi\n"
+        "sync\n"
+        "echo 'system restored from its copy: reboot now'\n"
+    )
+
+
+@operation(is_idempotent=False)
+def restored(engine_dataset: str, pool: str, snapshot: str) -> Generator[StringCommand, None, None]:
+    """See restore_script."""
+    yield StringCommand("bash", "-c", shlex.quote(restore_script(engine_dataset, pool, snapshot)))

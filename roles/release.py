@@ -18,12 +18,15 @@ from operations import runtime
 
 def problems(cfg: HostConfig, distribution: dict | None, upgrading: bool = False) -> list[Problem]:
     """A Problem when the host does not run the release its data declares (`upgrading`: the host
-    a release upgrade moves to it may still run the release before it)."""
+    a release upgrade or its rollback moves to it may still run the release before or after it)."""
     found = releases.of_distribution(distribution)
     if cfg.debian_release not in releases.RELEASES:
         return []  # validation reported it
     wanted = releases.get(cfg.debian_release)
-    if found is wanted or (upgrading and found is not None and found is releases.previous(wanted)):
+    neighbours = found is not None and (
+        found is releases.previous(wanted) or wanted is releases.previous(found)
+    )
+    if found is wanted or (upgrading and neighbours):
         return []
     if found is None:
         return [

@@ -110,3 +110,59 @@ def test_postgresqls_major_step_links_into_the_same_dataset_and_its_wal_into_the
     # resumable: a cluster on 17 already is done; the old one is dropped once 17 runs
     assert script.index("'17/main online'") < script.index("pg_ctlcluster --mode fast 15 main stop")
     assert "pg_dropcluster 15 main" in script
+
+
+def test_the_restore_rolls_back_the_engine_then_writes_the_system_back_outside_every_other_mount():
+    script = ops.restore_script("dbpool/datastore", "dbpool", "s")
+    assert bash_ok(script)
+    assert "zfs list -H -o name -t snapshot -r dbpool/datastore | grep -x '.*@s'" in script
+    assert 'zfs rollback -r "$s"' in script
+    assert "--exclude=&/***" in script and "grep -vxE '/|/boot|/boot/efi'" in script
+    assert 'rsync -aHAXx --numeric-ids --delete $excludes "$src/root/" /' in script
+    assert "grub-install" in script
+
+
+@pytest.fixture
+def replica(fleet):
+    fleet["db2"]["debian_release"] = "12"
+    return HostConfig.from_data("db2", fleet["db2"])
+
+
+SNAP = "dbzfs-upgrade-bookworm-to-trixie"
+
+
+def snaps(cfg):
+    return {f"{cfg.parent_dataset}@{SNAP}", f"{cfg.pool.name}/dbzfs-system@{SNAP}"}
+
+
+def test_a_replica_with_its_rollback_point_may_be_rolled_back(replica):
+    from day2 import upgrade_rollback
+
+    live = {"writable": False}
+    assert upgrade_rollback.problems(replica, live, releases.TRIXIE, snaps(replica), SNAP, None) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"live": {"writable": True}}, "role"),
+        ({"running": releases.BOOKWORM}, None),  # not moved yet: allowed (the release it says)
+        ({"snapshots": set()}, "snapshot"),
+        ({"running": None}, "debian_release"),
+    ],
+)
+def test_a_rollback_that_would_lose_writes_or_has_no_rollback_point_is_refused(replica, change, key):
+    from day2 import upgrade_rollback
+
+    args = {"live": {"writable": False}, "running": releases.TRIXIE, "snapshots": snaps(replica), **change}
+    found = upgrade_rollback.problems(replica, args["live"], args["running"], args["snapshots"], SNAP, None)
+    assert [p.key for p in found] == ([key] if key else [])
+
+
+def test_a_standby_whose_primary_moved_to_17_is_reseeded_not_rolled_back(fleet):
+    from day2 import upgrade_rollback
+
+    fleet["pg2"]["debian_release"] = "12"
+    cfg = HostConfig.from_data("pg2", fleet["pg2"])
+    found = upgrade_rollback.problems(cfg, {"writable": False}, releases.TRIXIE, snaps(cfg), SNAP, "17")
+    assert [p.key for p in found] == ["postgresql_version"] and "reseed" in found[0].fix
