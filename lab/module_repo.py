@@ -43,7 +43,8 @@ def other_suites(lab: Lab) -> dict[str, list[Path]]:
 
 def _fingerprint_of_debs(lab: Lab) -> str:
     h = hashlib.sha256()
-    for suite, debs in {lab.image["suite"]: image.repository_debs(lab), **other_suites(lab)}.items():
+    # the same repository whichever release's lab publishes it: no republishing back and forth
+    for suite, debs in sorted({lab.image["suite"]: image.repository_debs(lab), **other_suites(lab)}.items()):
         for deb in debs:
             h.update(f"{suite} {deb.name} {deb.stat().st_size}\n".encode())
     return h.hexdigest()[:16]
