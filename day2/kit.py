@@ -252,6 +252,26 @@ def refuse(problems: list[Problem], what: str) -> None:
         raise runtime.Refused("\n" + format_problems(problems, what=f"before {what}"))
 
 
+# --- the drivers (./dbzfs roll, ./dbzfs upgrade): their --data, as a runbook's ----------------------
+
+
+def driver_data(items: Iterable[str], runbook: Runbook, error: Callable[[str], None]) -> dict | None:
+    """A driver's `--data KEY=VALUE` items parsed as `runbook`'s arguments (kit.parsed): the
+    parsed values, or None once their problems are printed. `error`: argparse's, for an item that
+    is not KEY=VALUE."""
+    given = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            error(f"--data {item}: not KEY=VALUE")
+        given[key] = value
+    parsed_args, problems = parsed(runbook, given, [], set())
+    if problems:
+        print(format_problems(problems, what=f"in {runbook.what}'s options"), flush=True)
+        return None
+    return parsed_args
+
+
 # --- the inventory a multi-step runbook runs with -----------------------------------------------------
 
 

@@ -40,7 +40,6 @@ from pathlib import Path
 
 from day2 import kit, rolling
 from model.hostdata import HostConfig
-from model.problems import format_problems
 from operations.postgresql import slot_name as pg_slot_name
 from validation import REPO_ROOT, load_inventory_isolated
 
@@ -493,15 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gate-timeout", type=int, default=300, help="seconds a gate may take to pass (300)")
     p.add_argument("--report", help="write the report as JSON to this file")
     args = p.parse_args(argv)
-    given = {}
-    for item in args.data:
-        key, sep, value = item.partition("=")
-        if not sep:
-            p.error(f"--data {item}: not KEY=VALUE")
-        given[key] = value
-    parsed, problems = kit.parsed(ROLL, given, [], set())
-    if problems:
-        log(format_problems(problems, what="in the roll's options"))
+    parsed = kit.driver_data(args.data, ROLL, p.error)
+    if parsed is None:
         return 2
     args.max_lag = parsed["max_lag"]
     return roll(args)

@@ -41,7 +41,7 @@ from model import releases
 from model.hostdata import HostConfig
 from model.problems import Problem
 from operations import runtime, seeding as seeding_ops, upgrade as ops
-from roles import engine, postgresql
+from roles import engine
 
 RUNBOOK = kit.Runbook(
     "runbooks/upgrade_release.py",
@@ -120,7 +120,7 @@ def run(args: dict) -> None:
         return
     cfg = engine.host_config()
     old, new, moved, pending = checked(cfg)
-    unit = postgresql.cluster(cfg).unit if cfg.engine == "postgresql" else engines.of(cfg).service
+    unit = engines.of(cfg).service  # PostgreSQL: the cluster of the version it runs
     if pending:
         steps(cfg, old, new, moved, unit)
     server.shell(

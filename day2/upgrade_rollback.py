@@ -37,7 +37,7 @@ from model import releases
 from model.hostdata import HostConfig
 from model.problems import Problem
 from operations import seeding as seeding_ops, upgrade as ops
-from roles import engine, postgresql, topology
+from roles import engine, topology
 
 RUNBOOK = kit.Runbook(
     "runbooks/upgrade_rollback.py",
@@ -129,7 +129,7 @@ def run(args: dict) -> None:
     running = releases.of_distribution(host.get_fact(LinuxDistribution))
     version = primary.server_version if primary is not None and primary.engine == "postgresql" else None
     kit.refuse(problems(cfg, live, running, set(listed), snapshot, version), RUNBOOK.what)
-    unit = postgresql.cluster(cfg).unit if cfg.engine == "postgresql" else engines.of(cfg).service
+    unit = engines.of(cfg).service  # PostgreSQL: the cluster of the version it runs
     seeding_ops.server_stopped(name=f"{cfg.name}: stop its server", unit=unit)
     ops.restored(
         name=f"{cfg.name}: data and system back to @{snapshot}",

@@ -30,8 +30,7 @@ import time
 from pathlib import Path
 
 from day2 import kit, rolling, upgrade
-from day2.rolling_run import PYINFRA, Gates, converge, log, show, switchover
-from model.problems import format_problems
+from day2.rolling_run import PYINFRA, ROLL, Gates, converge, log, show, switchover
 from operations.upgrade import SYSTEM_DATASET, snapshot_name
 from validation import REPO_ROOT, load_inventory_isolated
 
@@ -202,20 +201,8 @@ def upgrade_group(args: argparse.Namespace) -> int:
     return 0
 
 
-RUNBOOK = kit.Runbook(
-    "./dbzfs upgrade",
-    "the upgrade",
-    (
-        kit.Parameter(
-            "max_lag",
-            "seconds a MariaDB replica may be behind, default 30",
-            default=30,
-            parse=kit.whole_seconds,
-            example="30",
-        ),
-    ),
-    acts_on=None,
-)
+# Its options are the roll's (max_lag, for the gates and the switchovers).
+RUNBOOK = kit.Runbook("./dbzfs upgrade", "the upgrade", ROLL.parameters, acts_on=None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,15 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gate-timeout", type=int, default=600, help="seconds a gate may take to pass (600)")
     p.add_argument("--report", help="write the report as JSON to this file")
     args = p.parse_args(argv)
-    given = {}
-    for item in args.data:
-        key, sep, value = item.partition("=")
-        if not sep:
-            p.error(f"--data {item}: not KEY=VALUE")
-        given[key] = value
-    parsed, problems = kit.parsed(RUNBOOK, given, [], set())
-    if problems:
-        log(format_problems(problems, what="in the upgrade's options"))
+    parsed = kit.driver_data(args.data, RUNBOOK, p.error)
+    if parsed is None:
         return 2
     args.max_lag = parsed["max_lag"]
     return upgrade_group(args)
