@@ -10,7 +10,9 @@ fetches it again once it replicates (MariaDB from its GTID position, PostgreSQL 
 the archive). When the primary no longer has what the replica needs (its binary logs or WAL were
 purged since), the replica does not catch up: the runbook says so, and the way back is a reseed
 (runbooks/seed.py). A PostgreSQL standby is refused once its primary runs the new major version:
-its old cluster cannot stream from it (reseed it instead).
+its old cluster cannot stream from it (reseed it instead); a MariaDB replica, once its primary runs
+the new release (an older replica of a newer primary is not supported): replicas are rolled back
+before their primary moves.
 
 The host's data says the old release again (debian_release "12", no postgresql_version): the
 rollback runs with the data the host will have, as the release step does (its host may run the
@@ -62,6 +64,7 @@ def problems(
     snapshots: set[str],
     snapshot: str,
     primary_version: str | None,
+    primary_release: str | None = None,
 ) -> list[Problem]:
     """Why the node must not be rolled back (pure; see the module's docstring)."""
     found = []
@@ -101,6 +104,17 @@ def problems(
                 "reseed the node instead (runbooks/seed.py), or reinstall it",
             )
         )
+    if cfg.engine == "mariadb" and primary_release and int(primary_release) > int(cfg.debian_release):
+        found.append(
+            Problem(
+                cfg.name,
+                "debian_release",
+                cfg.debian_release,
+                f"its primary runs Debian {primary_release}: MariaDB {cfg.server_version} would replicate from "
+                "a newer server, which MariaDB does not support",
+                "roll back replicas before their primary moves, or reseed this one (runbooks/seed.py)",
+            )
+        )
     if cfg.engine == "postgresql" and primary_version and primary_version != cfg.server_version:
         found.append(
             Problem(
@@ -128,7 +142,8 @@ def run(args: dict) -> None:
     listed = host.get_fact(ScriptOutput, script="zfs list -H -t snapshot -o name; echo end=1")
     running = releases.of_distribution(host.get_fact(LinuxDistribution))
     version = primary.server_version if primary is not None and primary.engine == "postgresql" else None
-    kit.refuse(problems(cfg, live, running, set(listed), snapshot, version), RUNBOOK.what)
+    primary_release = primary.debian_release if primary is not None else None
+    kit.refuse(problems(cfg, live, running, set(listed), snapshot, version, primary_release), RUNBOOK.what)
     unit = engines.of(cfg).service  # PostgreSQL: the cluster of the version it runs
     seeding_ops.server_stopped(name=f"{cfg.name}: stop its server", unit=unit)
     ops.restored(

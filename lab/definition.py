@@ -258,6 +258,9 @@ def _shown(path: str | Path) -> str:
 
 
 SUITE_ENV = "DBZFS_LAB_SUITE"  # over image.suite: the lab on another supported release
+# "prebuilt": every database VM boots the bare image and installs ZFS from the lab's module
+# repository (the release upgrade's lab: no DKMS build for the new kernel under emulation)
+ZFS_ENV = "DBZFS_LAB_ZFS_INSTALL"
 TOP_KEYS = ("defaults", "network", "image", "vms", "joining_vms", "bare_vms", "backup_vms", "bench_vms")
 VM_KEYS = (
     "engine",
@@ -330,6 +333,13 @@ def _check(raw: object) -> Lab:
     image = _mapping(raw.get("image"), "image", "keep the image of lab/lab.yaml")
     if os.environ.get(SUITE_ENV):  # ./dbzfs test-debian12: the same lab on another release
         image = {**image, "suite": os.environ[SUITE_ENV]}
+    if os.environ.get(ZFS_ENV, "prebuilt") != "prebuilt":
+        raise LabDefinitionError(
+            "not a way the lab installs ZFS on every VM",
+            key=ZFS_ENV,
+            value=os.environ[ZFS_ENV],
+            fix="prebuilt, or unset",
+        )
     _check_image(image)
     prefix = network.get("private_prefix", 24)
     if not (_is_int(prefix) and 8 <= prefix <= 30):
@@ -623,6 +633,8 @@ def _vm(name: object, spec: object, defaults: dict, prefix: int, image: str, sec
             "not a way the lab installs ZFS",
             "prebuilt (the bare image, ZFS from the lab's module repository), or leave it out",
         )
+    if section in ("vms", "joining_vms") and zfs_install is None and os.environ.get(ZFS_ENV) == "prebuilt":
+        zfs_install = "prebuilt"
     if zfs_install == "prebuilt":
         image = "bare"
     groups = s.get("groups") or []

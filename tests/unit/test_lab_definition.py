@@ -370,3 +370,16 @@ def test_backup_vms_take_groups_and_a_prebuilt_zfs_and_may_be_absent():
     assert lab.backup == {} and "backup1" not in lab.all_vms
     with pytest.raises(LabDefinitionError, match="no VM 'backup1'"):
         lab.vm("backup1")
+
+
+def test_every_database_vm_installs_zfs_prebuilt_on_the_bare_image_when_asked(monkeypatch):
+    from lab import definition
+
+    monkeypatch.setenv(definition.ZFS_ENV, "prebuilt")
+    lab = definition.load()
+    for vm in [*lab.vms.values(), *lab.joining.values()]:
+        assert vm.image == "bare" and vm.host_data["zfs_install"] == "prebuilt", vm.name
+    assert all(vm.image == "bare" for vm in lab.bare.values())  # they install with DKMS, as before
+    monkeypatch.setenv(definition.ZFS_ENV, "dkms")
+    with pytest.raises(definition.LabDefinitionError, match="prebuilt, or unset"):
+        definition.load()

@@ -166,3 +166,18 @@ def test_a_standby_whose_primary_moved_to_17_is_reseeded_not_rolled_back(fleet):
     cfg = HostConfig.from_data("pg2", fleet["pg2"])
     found = upgrade_rollback.problems(cfg, {"writable": False}, releases.TRIXIE, snaps(cfg), SNAP, "17")
     assert [p.key for p in found] == ["postgresql_version"] and "reseed" in found[0].fix
+
+
+def test_a_mariadb_replica_whose_primary_moved_is_not_rolled_back(replica):
+    from day2 import upgrade_rollback
+
+    found = upgrade_rollback.problems(
+        replica, {"writable": False}, releases.TRIXIE, snaps(replica), SNAP, None, "13"
+    )
+    assert [p.key for p in found] == ["debian_release"] and "newer server" in found[0].message
+    assert (
+        upgrade_rollback.problems(
+            replica, {"writable": False}, releases.TRIXIE, snaps(replica), SNAP, None, "12"
+        )
+        == []
+    )
