@@ -110,8 +110,8 @@ def problems(
                 cfg.name,
                 "debian_release",
                 cfg.debian_release,
-                f"its primary runs Debian {primary_release}: MariaDB {cfg.server_version} would replicate from "
-                "a newer server, which MariaDB does not support",
+                f"its primary runs Debian {primary_release}: MariaDB {cfg.server_version} would "
+                "replicate from a newer server, which MariaDB does not support",
                 "roll back replicas before their primary moves, or reseed this one (runbooks/seed.py)",
             )
         )
