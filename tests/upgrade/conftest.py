@@ -1,8 +1,9 @@
-"""The release upgrade's lab: the lab's four VMs on Debian 12, every one of them with ZFS from the
+"""The release upgrade's lab: the lab's MariaDB group (db1, db2) on Debian 12, with ZFS from the
 lab's module repository (DBZFS_LAB_ZFS_INSTALL=prebuilt: no DKMS build for the new kernel under
-emulation), converged once. `./dbzfs test-upgrade` sets the environment and builds Debian 13's
-images first, so that the repository carries the new kernel's module too (lab/module_repo.py).
-Not part of `./dbzfs test`: several release upgrades under TCG take hours."""
+emulation), converged once with an inventory of that group alone (INVENTORY). `./dbzfs
+test-upgrade` sets the environment and builds Debian 13's images first, so that the repository
+carries the new kernel's module too (lab/module_repo.py). Not part of `./dbzfs test`: release
+upgrades under TCG take hours."""
 
 import os
 import sys
@@ -18,6 +19,17 @@ if str(REPO) not in sys.path:
 from lab.definition import SUITE_ENV, ZFS_ENV, load  # noqa: E402
 
 from tests import labkit  # noqa: E402
+
+INVENTORY = REPO / ".lab" / "upgrade-inventory.py"
+GROUP = ("db1", "db2")
+
+
+def inventory_text() -> str:
+    lab = REPO / "inventories" / "lab.py"
+    return (
+        '"""tests/upgrade: the lab\'s MariaDB group alone (inventories/lab.py\'s)."""\n\nimport runpy\n\n'
+        f"mariadb = runpy.run_path({str(lab)!r})['mariadb']\n"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +48,9 @@ def on_12(request, timings):
         )
     labkit.set_capture(request)
     definition = load()
-    with labkit.fresh(definition, list(definition.vms), what="upgrade") as lab:
+    INVENTORY.parent.mkdir(exist_ok=True)
+    INVENTORY.write_text(inventory_text())
+    with labkit.fresh(definition, list(GROUP), INVENTORY, what="upgrade") as lab:
         t0 = time.monotonic()
         lab.pyinfra(timeout=3 * 3600).check()
         timings["first converge on Debian 12"] = time.monotonic() - t0

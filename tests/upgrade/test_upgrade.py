@@ -13,10 +13,11 @@ from validation import REPO_ROOT, load_inventory_isolated
 
 from tests import labkit
 from tests.e2e.test_switchover import INTACT, SETUP, STOP_WRITER, WRITER, acked, sql, wait_for_writes
+from tests.upgrade.conftest import INVENTORY
 
 pytestmark = pytest.mark.upgrade
 
-LAB = str(REPO_ROOT / "inventories" / "lab.py")
+LAB = str(INVENTORY)
 
 
 def inventory_with(tmp_path, name, overrides):
