@@ -126,10 +126,19 @@ def plan(hosts: Mapping[str, Mapping], name: str, new: releases.Release = releas
     done = tuple(c.name for c in members if c.debian_release == new.major and c.postgresql_version is None)
     todo = [c for c in replicas if c.name not in done]
     steps: list[Step] = []
+    if primary.name in done and todo and primary.engine == "postgresql":
+        # Its standbys' clusters cannot stream from it, and their release step needs the version
+        # they still run: the upgrade that moved the primary resumes instead (--from).
+        raise PlanError(
+            f"{primary.name} runs {new.label} and PostgreSQL {new.postgresql}, its standbys "
+            f"{', '.join(c.name for c in todo)} do not",
+            "resume the upgrade that moved it (./dbzfs upgrade ... --from STEP, as its report said), "
+            "or move each standby's data to the new release and reseed it (runbooks/seed.py)",
+        )
     if primary.name in done:
         # The primary moved first (a group upgraded by hand, or a MariaDB replica promoted):
         # what is left is its replicas, each as a replica.
-        steps += _replica_steps(primary.engine, todo, primary.name)
+        steps += _replica_steps(todo)
     elif not replicas:
         steps += _alone(primary)
     elif primary.engine == "mariadb":
@@ -148,17 +157,10 @@ def plan(hosts: Mapping[str, Mapping], name: str, new: releases.Release = releas
     )
 
 
-def _replica_steps(engine: str, replicas: Sequence[HostConfig], primary: str) -> list[Step]:
+def _replica_steps(replicas: Sequence[HostConfig]) -> list[Step]:
     steps = []
     for r in replicas:
-        if engine == "postgresql":
-            steps += [
-                Step("release", r.name),
-                Step("reseed", r.name, source=primary),
-                Step("converge", r.name),
-            ]
-        else:
-            steps += [Step("release", r.name), Step("converge", r.name)]
+        steps += [Step("release", r.name), Step("converge", r.name)]
     return steps
 
 

@@ -12,8 +12,9 @@ before (`@dbzfs-upgrade-postgresql-15-to-17`, the server stopped) gives that bac
 directory is in the same dataset as the old one's (link mode needs one filesystem), its WAL in
 the WAL dataset (createcluster.conf's waldir for the run).
 
-Writes stop from the old cluster's stop to the new one's start; pg_upgradecluster then gathers
-the optimizer's statistics with the server up (vacuumdb --analyze-in-stages). Physical
+Writes stop from the old cluster's stop to the new one's start (pg_upgradecluster --no-start, the
+new cluster started here); the optimizer's statistics are gathered after, with writes flowing
+(vacuumdb --analyze-in-stages). Physical
 replication needs the same major version on both sides: every standby stops streaming here and is
 reseeded from this host next (runbooks/seed.py), the group's mixed window. The old cluster is
 dropped once the new one runs (pg_dropcluster: its configuration and its directory of links).
@@ -61,23 +62,29 @@ def script(cfg: HostConfig, old: str, new: str) -> str:
     snap = f"{cfg.parent_dataset}@{snapshot_name(old, new)}"
     return (
         "set -eu\n"
-        f"if pg_lsclusters -h | awk '{{print $1\"/\"$2\" \"$4}}' | grep -qx '{new}/main online'; then\n"
-        f"  pg_lsclusters -h | awk '{{print $1}}' | grep -qx {q(old)} && pg_dropcluster {q(old)} main\n"
+        'state() { pg_lsclusters -h | awk -v v="$1" \'$1==v && $2=="main" {print $4}\'; }\n'
+        f'if [ -n "$(state {new})" ]; then  # a resumed run: {new}/main exists\n'
+        f'  [ "$(state {new})" = online ] || pg_ctlcluster {new} main start\n'
+        f'  [ -z "$(state {old})" ] || pg_dropcluster {q(old)} main\n'
         f"  echo 'PostgreSQL {new} runs: done'; exit 0\n"
         "fi\n"
         f"test -x /usr/lib/postgresql/{new}/bin/postgres "
         f"|| {{ echo 'postgresql-{new} is not installed (the release step installs it)' >&2; exit 1; }}\n"
-        f"t0=$(date +%s.%N)\n"
-        f"pg_ctlcluster --mode fast {q(old)} main stop || true\n"
+        "t0=$(date +%s.%N)\n"
+        f'[ "$(state {old})" != online ] || pg_ctlcluster --mode fast {q(old)} main stop\n'
         f"zfs list -H -o name {q(snap)} >/dev/null 2>&1 || zfs snapshot -r {q(snap)}\n"
         f"mkdir -p {q(wal_parent)}/{new} && chown postgres:postgres {q(wal_parent)}/{new}\n"
         f"echo \"waldir = '{wal_parent}/%v/%c'\" > {CREATECLUSTER_UPGRADE}\n"
         f"trap 'rm -f {CREATECLUSTER_UPGRADE}' EXIT\n"
-        f"pg_upgradecluster --method=link {q(old)} main {q(paths_new['data_directory'])}\n"
+        # --no-start: started here, so that the writes' stop ends when it accepts them; the
+        # statistics are gathered after, with writes flowing
+        f"pg_upgradecluster --method=link --no-start {q(old)} main {q(paths_new['data_directory'])}\n"
+        f"pg_ctlcluster {new} main start\n"
         "t1=$(date +%s.%N)\n"
         f"pg_dropcluster {q(old)} main\n"
         'echo "writes_stopped_s=$(awk -v a="$t0" -v b="$t1" \'BEGIN {printf "%.1f", b - a}\')"\n'
-        f"pg_lsclusters -h\n"
+        "cd / && runuser -u postgres -- vacuumdb --all --analyze-in-stages --quiet\n"
+        "pg_lsclusters -h\n"
     )
 
 

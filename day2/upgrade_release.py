@@ -31,6 +31,7 @@ import os
 from io import StringIO
 
 from pyinfra import host, logger
+from pyinfra.facts.files import File
 from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import files, server
 
@@ -92,16 +93,22 @@ def _probe_name(path: str) -> str:
 
 
 def checked(cfg: HostConfig) -> tuple[releases.Release, releases.Release, dict, bool]:
-    """The releases, the moved sources, and whether the host still runs the old release; stops
-    the run with every problem before any change."""
+    """The releases, the moved sources, and whether the step is still to do (its stamp absent:
+    operations.upgrade.stamp_path); stops the run with every problem before any change. A host
+    that says the new release without the stamp was cut mid-step: resumed, with no probe."""
     new = cfg.release
     old = releases.previous(new)
     running = releases.of_distribution(host.get_fact(LinuxDistribution))
     if old is None or running not in (old, new):
         raise runtime.Refused(f"{cfg.name}: runs {running.label if running else 'another system'}")
-    if running is new:
+    stamp = host.get_fact(File, path=ops.stamp_path(ops.snapshot_name(old.codename, new.codename)))
+    if running is new and stamp:
         return old, new, {}, False
     moved, found = moved_sources(cfg, host.get_fact(AptSourceFiles), old, new)
+    if running is new:
+        kit.refuse(found, RUNBOOK.what)
+        logger.info(f"{cfg.name}: says {new.label} without its release step's stamp: resuming the step")
+        return old, new, moved, True
     texts = {_probe_name(p): m.text for p, m in moved.items()}
     module = MODULE_PREFIX if cfg.zfs_install == "prebuilt" else None
     script = upgrade_probe.script(texts, cfg.pool.name if cfg.pool else None, module)
@@ -123,9 +130,10 @@ def run(args: dict) -> None:
     unit = engines.of(cfg).service  # PostgreSQL: the cluster of the version it runs
     if pending:
         steps(cfg, old, new, moved, unit)
+    stamp = ops.stamp_path(ops.snapshot_name(old.codename, new.codename))
     server.shell(
         name=f"{cfg.name}: {new.label}, the pool ONLINE, {unit} running",
-        commands=[ops.after_boot_script(new.major, cfg.pool.name, unit, cfg.engine)],
+        commands=[ops.after_boot_script(new.major, cfg.pool.name, unit, cfg.engine, stamp)],
     )
 
 

@@ -21,10 +21,14 @@ release after its data's).
 Steps, on that host only: its server stops; the engine's datasets are rolled back and the system's
 copy written back (operations/upgrade.py: restore_script); the reboot (reboot_method: "kexec"
 boots the restored /boot's kernel); after it, the old release, the pool, the server running. The
-snapshots stay: the node can be upgraded again (they are taken again only if absent).
+snapshots stay, renamed aside (`@...-rolled-back-<time>`): the node can be upgraded again, and that
+upgrade takes its own. The group's primary must take part in the run: its live release (and
+PostgreSQL version) is read, as the inventory says the old one until the whole group is done.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from pyinfra import host, inventory
 from pyinfra.facts.server import LinuxDistribution
@@ -129,21 +133,43 @@ def problems(
     return found
 
 
+PRIMARY_LIVE = (
+    '. /etc/os-release; echo "release=$VERSION_ID"; '
+    'pg_lsclusters -h 2>/dev/null | awk \'$4=="online" {print "postgresql=" $1}\'; echo end=1'
+)
+
+
+def primary_live(primary: HostConfig | None) -> tuple[str | None, str | None, list[Problem]]:
+    """The release and (PostgreSQL) the major version the group's primary runs, asked of it (the
+    inventory says the old release until the whole group is done): it must take part in the run."""
+    if primary is None:
+        return None, None, []
+    if primary.name not in kit.active():
+        return (
+            None,
+            None,
+            kit.left_out([primary.name], kit.active(), why="the group's primary (its release is read)"),
+        )
+    lines = inventory.get_host(primary.name).get_fact(ScriptOutput, script=PRIMARY_LIVE)
+    fields = dict(line.split("=", 1) for line in lines if "=" in line)
+    return fields.get("release"), fields.get("postgresql"), []
+
+
 def run(args: dict) -> None:
     if host.name != args["host"]:
         return
     cfg = engine.host_config()
     configs = {h.name: HostConfig.from_data(h.name, h.data) for h in inventory}
-    primary = configs.get(cfg.primary or "")
     newer = releases.RELEASES.get(str(int(cfg.debian_release) + 1))
     snapshot = ops.snapshot_name(cfg.release.codename, newer.codename if newer else "none")
     fact = MariadbLiveRole if cfg.engine == "mariadb" else PostgresqlLiveRole
     live = topology.live_role(cfg.engine, host.get_fact(fact))
     listed = host.get_fact(ScriptOutput, script="zfs list -H -t snapshot -o name; echo end=1")
     running = releases.of_distribution(host.get_fact(LinuxDistribution))
-    version = primary.server_version if primary is not None and primary.engine == "postgresql" else None
-    primary_release = primary.debian_release if primary is not None else None
-    kit.refuse(problems(cfg, live, running, set(listed), snapshot, version, primary_release), RUNBOOK.what)
+    primary_release, primary_version, found = primary_live(configs.get(cfg.primary or ""))
+    version = primary_version if cfg.engine == "postgresql" else None
+    found += problems(cfg, live, running, set(listed), snapshot, version, primary_release)
+    kit.refuse(found, RUNBOOK.what)
     unit = engines.of(cfg).service  # PostgreSQL: the cluster of the version it runs
     seeding_ops.server_stopped(name=f"{cfg.name}: stop its server", unit=unit)
     ops.restored(
@@ -158,4 +184,9 @@ def run(args: dict) -> None:
     server.shell(
         name=f"{cfg.name}: {cfg.release.label}, the pool ONLINE, {unit} running",
         commands=[ops.after_boot_script(cfg.release.major, cfg.pool.name, unit, "")],
+    )
+    suffix = f"-rolled-back-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    server.shell(
+        name=f"{cfg.name}: the rollback point renamed aside (@{snapshot}{suffix})",
+        commands=[ops.retired_script(cfg.parent_dataset, cfg.pool.name, snapshot, suffix)],
     )

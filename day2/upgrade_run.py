@@ -1,4 +1,5 @@
-"""`./dbzfs upgrade INVENTORY --group NAME [--dry] [--data max_lag=S] [--gate-timeout S] [--report FILE]`
+"""`./dbzfs upgrade INVENTORY --group NAME [--from STEP] [--dry] [--data max_lag=S] [--gate-timeout S]
+[--report FILE]`
 
 One replication group moved from Debian 12 to 13, step by step in day2/upgrade.py's order: each
 host's release step (runbooks/upgrade_release.py: its rollback point, Debian's upgrade, the new
@@ -8,8 +9,9 @@ PostgreSQL the major step on the stand-in primary (runbooks/upgrade_postgresql.p
 standbys' reseeds (runbooks/seed.py), with `./dbzfs roll`'s health gates after every step. Each
 pyinfra run reads the group's data as it is at that step (day2.upgrade.data_for), written as an
 inventory over the operator's: the operator's inventory changes once, at the end (the report
-says how). The upgrade stops at the first step that fails, says which and why, and keeps the
-inventory of that moment for the operator.
+says how). The upgrade stops at the first step that fails, says which and why, and how to resume:
+the same command with `--from STEP` (the plan is the same while the operator's inventory is; each
+step finds where its host is, so the failed step runs again from where it stopped).
 
 `--dry`: the plan, and each release step's probe (its refusals) on the hosts still to move; nothing
 changed. The report (printed, and as JSON with --report): per step its seconds and gates; per host
@@ -129,6 +131,11 @@ def upgrade_group(args: argparse.Namespace) -> int:
     if not p.steps:
         log(f"==> upgrade: {p.group} ({', '.join(p.members)}) runs {p.new.label} already: nothing to do")
         return 0
+    if not 1 <= args.from_step <= len(p.steps):
+        log(
+            f"==> upgrade: --from {args.from_step}: the plan's steps are 1 to {len(p.steps)}; nothing touched"
+        )
+        return 2
     log(
         f"==> upgrade{' (dry)' if args.dry else ''}: {p.group} from {p.old.label} to {p.new.label}, "
         f"{len(p.steps)} steps:"
@@ -143,7 +150,7 @@ def upgrade_group(args: argparse.Namespace) -> int:
         tmp = Path(tmp_dir)
         (tmp / "ssh_config").write_text(rolling.ssh_config_text(hosts, str(REPO_ROOT)))
         for i, step in enumerate(p.steps):
-            if args.dry and step.kind != "release":
+            if (args.dry and step.kind != "release") or i + 1 < args.from_step:
                 continue
             overrides = upgrade.data_for(p, i)
             inventory = tmp / f"step-{i + 1:02}-{step.kind}-{step.host}.py"
@@ -161,7 +168,11 @@ def upgrade_group(args: argparse.Namespace) -> int:
                 stopped = entry["stopped"]
                 kept = Path(tempfile.mkdtemp(prefix="dbzfs-upgrade-")) / inventory.name
                 kept.write_text(inventory.read_text())
-                log(f"    the group's data at this step: {kept} (run the failed step again with it)")
+                log(f"    the group's data at this step: {kept}")
+                log(
+                    f"    resume, once the cause is fixed: ./dbzfs upgrade {args.inventory} --group "
+                    f"{args.group} --from {i + 1}"
+                )
                 break
         snapshots = [] if args.dry else snapshots_report(args, p, hosts, tmp)
     summary = {
@@ -209,6 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="./dbzfs upgrade", description=__doc__.split("\n\n")[1])
     p.add_argument("inventory")
     p.add_argument("--group", required=True, help="the replication group (its name or a member's)")
+    p.add_argument(
+        "--from",
+        dest="from_step",
+        type=int,
+        default=1,
+        metavar="STEP",
+        help="resume at this step of the plan",
+    )
     p.add_argument("--dry", action="store_true", help="the plan and each host's probe; nothing changed")
     p.add_argument("--data", action="append", default=[], metavar="KEY=VALUE", help="max_lag=S (30)")
     p.add_argument("--gate-timeout", type=int, default=600, help="seconds a gate may take to pass (600)")

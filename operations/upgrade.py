@@ -37,9 +37,22 @@ def snapshot_name(old: str, new: str) -> str:
     return f"dbzfs-upgrade-{old}-to-{new}"
 
 
+# The kernel the installed kernel metapackage (linux-image-amd64, -cloud-amd64, ...) depends on:
+# the one the host boots next. Not the highest-sorting directory of /lib/modules (a backports
+# kernel sorts above the new release's).
+TARGET_KERNEL = (
+    "t=$(dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 'linux-image-*' 2>/dev/null "
+    "| awk '$1==\"ii\" && $2 !~ /^linux-image-[0-9]/ && $2 !~ /-dbg$/ {print $2; exit}'); "
+    "k=$(dpkg-query -W -f '${Depends}' \"$t\" 2>/dev/null | tr ',|' '\\n\\n' "
+    "| sed -n 's/^ *linux-image-\\([0-9][^ ]*\\).*/\\1/p' | head -n1)"
+)
+
+
 def rollback_point_script(engine_dataset: str, pool: str, snapshot: str) -> str:
     """The engine's datasets snapshotted (the server is stopped first, by the runbook) and the
-    system copied into the pool and snapshotted; each kept when it exists."""
+    system copied into the pool and snapshotted; each kept when it exists (a resumed run). The
+    copy's dataset keeps POSIX ACLs and extended attributes (rsync -A -X: /var/log/journal has
+    ACLs), and must be mounted: unmounted, rsync -x would copy / into its own mount point."""
     q = shlex.quote
     system = f"{pool}/{SYSTEM_DATASET}"
     copies = "".join(
@@ -59,8 +72,11 @@ def rollback_point_script(engine_dataset: str, pool: str, snapshot: str) -> str:
         f"  echo 'kept: {system}@{snapshot}'; exit 0\n"
         "fi\n"
         f"zfs list -H -o name {q(system)} >/dev/null 2>&1 || zfs create -o mountpoint={SYSTEM_MOUNT} "
-        f"-o compression=zstd -o atime=off {q(system)}\n"
+        f"-o compression=zstd -o atime=off -o acltype=posix -o xattr=sa {q(system)}\n"
+        f"zfs set acltype=posix xattr=sa {q(system)}\n"
         f"mp=$(zfs get -H -o value mountpoint {q(system)})\n"
+        f'mountpoint -q "$mp" || zfs mount {q(system)}\n'
+        'mountpoint -q "$mp" || { echo "$mp: the system copy\'s dataset is not mounted" >&2; exit 1; }\n'
         f"{copies}"
         'findmnt -rn -o TARGET,FSTYPE,SOURCE > "$mp/mounts"\n'
         f"zfs snapshot {q(system + '@' + snapshot)}\n"
@@ -76,37 +92,44 @@ def rollback_point(engine_dataset: str, pool: str, snapshot: str) -> Generator[S
 
 
 def packages_script(new_codename: str, extra: Sequence[str]) -> str:
-    """The release's packages: the lists, a full-upgrade (kept config files: the converge renders
-    ours), then the kernel and headers metapackages the host has, moved to the new release's even
-    when held (and held again), and `extra` (PostgreSQL's new server beside the old one)."""
+    """The release's packages: an interrupted dpkg finished first, the lists, a full-upgrade (kept
+    config files: the converge renders ours), then the kernel and headers metapackages the host
+    has, moved to the new release's even when held (the holds put back as they were), and `extra`
+    (PostgreSQL's new server beside the old one)."""
     q = shlex.quote
     return (
         "set -eu\n"
         f"{APT_ENV}\n"
+        "dpkg --configure -a\n"
         "apt-get update -qq\n"
+        "apt-get -y -q $o -f install\n"
         "held=$(apt-mark showhold)\n"
         "apt-get -y -q $o full-upgrade\n"
         "metas=$(dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 'linux-image-*' 'linux-headers-*' "
-        "2>/dev/null | awk '$1==\"ii\" && $2 !~ /[0-9]/ {print $2}')\n"
+        '2>/dev/null | awk \'$1=="ii" && $2 !~ /^linux-(image|headers)-[0-9]/ && $2 !~ /-dbg$/ '
+        "{print $2}')\n"
         f"apt-get -y -q $o --allow-change-held-packages install $metas {' '.join(q(p) for p in extra)}\n"
-        'if [ -n "$held" ]; then\n'
-        "  dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 'linux-image-*' 'linux-headers-*' "
-        "| awk '$1==\"ii\" {print $2}' | xargs -r apt-mark hold >/dev/null\n"
-        "fi\n"
+        "for p in $held; do\n"
+        "  if dpkg-query -W -f '${db:Status-Abbrev}' \"$p\" 2>/dev/null | grep -q '^ii'; then\n"
+        '    apt-mark hold "$p" >/dev/null\n'
+        "  fi\n"
+        "done\n"
         f"grep -q {q(new_codename)} /etc/os-release\n"
         'echo "release: $(. /etc/os-release; echo "$PRETTY_NAME")"\n'
     )
 
 
 def new_kernel_script(module_package: str | None) -> str:
-    """The newest installed kernel has ZFS's module (prebuilt: its package installed first from
-    the module repository); the script fails, before any reboot, when it has none."""
+    """The kernel the host boots next (TARGET_KERNEL) has ZFS's module (prebuilt: its package
+    installed first from the module repository); the script fails, before any reboot, when it
+    has none."""
     prebuilt = ""
     if module_package:
         prebuilt = f'{APT_ENV}\napt-get -y -q $o install {shlex.quote(module_package)}"$k"\n'
     return (
         "set -eu\n"
-        "k=$(ls /lib/modules | sort -V | tail -n1)\n"
+        f"{TARGET_KERNEL}\n"
+        '[ -n "$k" ] || { echo "no kernel metapackage names the kernel to boot" >&2; exit 1; }\n'
         f"{prebuilt}"
         'if ! modinfo -k "$k" zfs >/dev/null 2>&1; then\n'
         '  echo "no ZFS module for kernel $k: the host is not rebooted" >&2; exit 1\n'
@@ -116,13 +139,14 @@ def new_kernel_script(module_package: str | None) -> str:
 
 
 def reboot_command(method: str) -> str:
-    """The host's reboot into its newest kernel, detached from the SSH session: the firmware's
-    (the boot loader picks the newest kernel) or kexec's (no firmware; and the lab's VMs, which
-    qemu boots with the image's own kernel, boot the installed one only this way)."""
+    """The host's reboot into the kernel it boots next (TARGET_KERNEL), detached from the SSH
+    session (nothing of it holds the channel open): the firmware's (the boot loader picks the
+    newest kernel) or kexec's (no firmware; and the lab's VMs, which qemu boots with the image's
+    own kernel, boot an installed one only this way). kexec's load is checked before."""
     if method == "kexec":
         return (
-            "k=$(ls /lib/modules | sort -V | tail -n1); "
-            'kexec -l "/boot/vmlinuz-$k" --initrd="/boot/initrd.img-$k" --reuse-cmdline && '
+            f"{TARGET_KERNEL}; "
+            'kexec -l "/boot/vmlinuz-$k" --initrd="/boot/initrd.img-$k" --reuse-cmdline || exit 1; '
             "( sleep 1 && systemctl kexec ) </dev/null >/dev/null 2>&1 &"
         )
     return "( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &"
@@ -130,38 +154,49 @@ def reboot_command(method: str) -> str:
 
 @operation(is_idempotent=False)
 def rebooted(method: str, timeout: int = 900, always: bool = False) -> Generator:
-    """Reboot into the newest installed kernel and wait until the host answers again on a shorter
+    """Reboot into the kernel the host boots next and wait until it answers again on a shorter
     uptime (as pyinfra's server.reboot, with the reboot's command chosen). Decided when it runs:
-    no reboot when the host already runs its newest kernel (a resumed run), unless `always` (a
-    system restored under the running one)."""
+    no reboot when the host already runs that kernel (a resumed run), unless `always` (a system
+    restored under the running one)."""
 
-    def reboot(state, host_) -> bool:  # noqa: ANN001 - pyinfra's FunctionCommand signature
-        kernels = host_.get_fact(Command, "echo $(uname -r) $(ls /lib/modules | sort -V | tail -n1)")
-        running, newest = ((kernels or "").split() + ["", ""])[:2]
-        if running == newest and not always:
-            logger.info(f"{host_.name}: runs {running}, its newest kernel, already: no reboot")
+    # pyinfra passes (state, host) only to a function whose arguments are named so
+    def reboot(state, host) -> bool:  # noqa: ANN001 - pyinfra's FunctionCommand signature
+        kernels = host.get_fact(Command, f'{TARGET_KERNEL}; echo "$(uname -r) $k"')
+        running, target = ((kernels or "").split() + ["", ""])[:2]
+        if running == target and not always:
+            logger.info(f"{host.name}: runs {running}, the kernel it boots next, already: no reboot")
             return True
-        before = host_.get_fact(Uptime)
-        logger.info(f"{host_.name}: rebooting from {running} into {newest} ({method})")
-        host_.run_shell_command(StringCommand("bash", "-c", shlex.quote(reboot_command(method))))
+        before = host.get_fact(Uptime)
+        logger.info(f"{host.name}: rebooting from {running} into {target or 'its kernel'} ({method})")
+        ok, output = host.run_shell_command(StringCommand("bash", "-c", shlex.quote(reboot_command(method))))
+        if not ok:
+            raise Exception(f"{host.name}: the reboot did not start: {output}")
         sleep(10)
-        host_.disconnect()
+        host.disconnect()
         t0 = monotonic()
         while monotonic() - t0 < timeout:
-            host_.connect(show_errors=False)
-            if host_.connected and host_.get_fact(Uptime) < before:
-                logger.info(f"{host_.name}: up again {monotonic() - t0 + 10:.0f} s after its reboot")
+            host.connect(show_errors=False)
+            if host.connected and host.get_fact(Uptime) < before:
+                logger.info(f"{host.name}: up again {monotonic() - t0 + 10:.0f} s after its reboot")
                 return True
             sleep(5)
-        raise Exception(f"{host_.name} did not come back within {timeout} s of its reboot")
+        raise Exception(f"{host.name} did not come back within {timeout} s of its reboot")
 
     yield FunctionCommand(reboot, (), {})
 
 
-def after_boot_script(new_major: str, pool: str, unit: str, engine: str) -> str:
+def stamp_path(snapshot: str) -> str:
+    """Written once a host's release step is done (after its reboot and checks): a run cut before
+    that is resumed, not taken for done (the host says the new release as soon as base-files is
+    upgraded, long before its reboot). On the root filesystem: a rollback takes it away."""
+    return f"/var/lib/dbzfs/{snapshot}.done"
+
+
+def after_boot_script(new_major: str, pool: str, unit: str, engine: str, stamp: str | None = None) -> str:
     """After the reboot: the new release, the pool imported and its datasets mounted, the
-    server's unit running (MariaDB: mariadb-upgrade run on its tables)."""
+    server's unit running (MariaDB: mariadb-upgrade run on its tables); then `stamp` written."""
     q = shlex.quote
+    done = f"mkdir -p {q(stamp.rsplit('/', 1)[0])} && date -u +%FT%TZ > {q(stamp)}\n" if stamp else ""
     upgrade = ""
     if engine == "mariadb":
         upgrade = "mariadb-upgrade --silent >/dev/null || mariadb-upgrade\n"
@@ -176,6 +211,7 @@ def after_boot_script(new_major: str, pool: str, unit: str, engine: str) -> str:
         f"{upgrade}"
         f'echo "$(. /etc/os-release; echo "$PRETTY_NAME"), kernel $(uname -r), '
         f'{unit} $(systemctl is-active {q(unit)})"\n'
+        f"{done}"
     )
 
 
@@ -222,3 +258,15 @@ def restore_script(engine_dataset: str, pool: str, snapshot: str) -> str:
 def restored(engine_dataset: str, pool: str, snapshot: str) -> Generator[StringCommand, None, None]:
     """See restore_script."""
     yield StringCommand("bash", "-c", shlex.quote(restore_script(engine_dataset, pool, snapshot)))
+
+
+def retired_script(engine_dataset: str, pool: str, snapshot: str, suffix: str) -> str:
+    """After a rollback: the rollback point's snapshots renamed aside (kept, never destroyed here),
+    so that the next upgrade takes new ones instead of keeping these as a resumed run would."""
+    q = shlex.quote
+    system = f"{pool}/{SYSTEM_DATASET}"
+    return "".join(
+        f"if zfs list -H -o name {q(d + '@' + snapshot)} >/dev/null 2>&1; then "
+        f"zfs rename -r {q(d + '@' + snapshot)} {q(d + '@' + snapshot + suffix)}; fi\n"
+        for d in (engine_dataset, system)
+    )

@@ -102,14 +102,19 @@ def test_a_group_already_on_the_new_release_has_no_steps(fleet):
     assert p.steps == () and p.done == ("db1", "db2")
 
 
-def test_replicas_left_behind_a_moved_primary_are_moved_as_replicas(fleet, secrets):
-    fleet["pg2"]["debian_release"] = "12"
-    fleet["pg2"]["postgresql_version"] = None
-    p = upgrade.plan(fleet, "pg2")
-    assert kinds(p) == [("release", "pg2"), ("reseed", "pg2"), ("converge", "pg2")]
-    assert upgrade.data_for(p, 0)["pg2"] == {"debian_release": "13", "postgresql_version": None}
+def test_replicas_left_behind_a_moved_mariadb_primary_are_moved_as_replicas(fleet, secrets):
+    fleet["db2"]["debian_release"] = "12"
+    p = upgrade.plan(fleet, "db1")
+    assert kinds(p) == [("release", "db2"), ("converge", "db2")]
     for i in range(len(p.steps)):
         assert validate(with_data(fleet, upgrade.data_for(p, i)), secrets) == []
+
+
+def test_standbys_left_behind_a_moved_postgresql_primary_are_refused_with_the_way_on(fleet):
+    fleet["pg2"]["debian_release"] = "12"
+    with pytest.raises(upgrade.PlanError, match="its standbys pg2 do not") as err:
+        upgrade.plan(fleet, "pg2")
+    assert "--from" in err.value.fix
 
 
 def test_a_name_that_is_no_group_is_refused_with_the_groups(fleet):

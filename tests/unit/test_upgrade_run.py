@@ -97,7 +97,7 @@ def test_a_failed_step_stops_the_upgrade_and_keeps_its_inventory(lab_on_12, stan
     assert upgrade_run.main([lab_on_12, "--group", "mariadb"]) == 1
     out = capsys.readouterr().out
     assert "upgrade STOPPED: db2: deploy.py" in out
-    kept = Path(out.split("the group's data at this step: ")[1].split(" ")[0])
+    kept = Path(out.split("the group's data at this step: ")[1].split()[0])
     assert load_inventory_isolated(str(kept))["db2"]["debian_release"] == "13"
     assert len(ran.calls) == 2
 
@@ -129,3 +129,15 @@ def test_refusals_touch_nothing(lab_on_12, stand_ins, capsys, argv, says):
     ran, _ = stand_ins
     assert upgrade_run.main([lab_on_12, *argv]) == 2
     assert says in capsys.readouterr().out and ran.calls == []
+
+
+def test_a_stopped_upgrade_says_how_to_resume_and_resumes_from_that_step(lab_on_12, stand_ins, capsys):
+    ran, _ = stand_ins
+    ran.fail_at = 3  # the switchover
+    assert upgrade_run.main([lab_on_12, "--group", "mariadb"]) == 1
+    assert "--group mariadb --from 3" in capsys.readouterr().out
+    ran.fail_at, ran.calls, ran.inventories = None, [], []
+    assert upgrade_run.main([lab_on_12, "--group", "mariadb", "--from", "3"]) == 0
+    assert [c[2] for c in ran.calls][0] == "runbooks/switchover.py" and len(ran.calls) == 4
+    assert ran.inventories[0]["db2"]["debian_release"] == "13"  # the data of step 3, as before
+    assert upgrade_run.main([lab_on_12, "--group", "mariadb", "--from", "9"]) == 2

@@ -42,7 +42,7 @@ def test_a_replica_moved_then_rolled_back_runs_debian_12_and_replicates(on_12, t
     assert release_of(lab, "db2")[0] == "13"
     assert "11.8" in sql(lab, "db2", "SELECT VERSION()")
     t0 = time.monotonic()
-    r = lab.pyinfra("--data", "host=db2", "--limit", "db2", deploy="runbooks/upgrade_rollback.py")
+    r = lab.pyinfra("--data", "host=db2", deploy="runbooks/upgrade_rollback.py")  # db1 takes part
     timings["db2: rollback"] = time.monotonic() - t0
     assert r.rc == 0, (r.stdout + r.stderr)[-8000:]
     assert release_of(lab, "db2")[0] == "12"
