@@ -23,14 +23,15 @@ def service(unit: str, running: bool = False, enabled: bool = False) -> Generato
     + unit: e.g. ``mariadb.service``, ``zfs-scrub-monthly@dbpool.timer``
     + running, enabled: what must hold
 
-    ``systemctl enable --no-reload``: enabling only adds symlinks, which the running manager does
-    not need to re-read to start the unit now (a reload of every unit costs seconds on a busy
-    host); the next boot, or the next daemon-reload, sees them.
+    ``systemctl enable`` reloads the manager: systemd 257 (Debian 13) reports every unit
+    NeedDaemonReload=yes after an enable that skipped it (``--no-reload``), and the next
+    converge's `current` then reloaded (CI on Debian 13 at de59272 and 79736e1: the backup host's
+    second converge changed one operation).
     """
     state = host.get_fact(UnitState, unit=unit)
     changed = False
     if enabled and state["enabled"] not in ("enabled", *NOT_ENABLEABLE):
-        yield StringCommand("systemctl", "enable", "--no-reload", QuoteString(unit))
+        yield StringCommand("systemctl", "enable", QuoteString(unit))
         changed = True
     if running and state["active"] != "active":
         yield StringCommand("systemctl", "start", QuoteString(unit))
@@ -43,9 +44,10 @@ def service(unit: str, running: bool = False, enabled: bool = False) -> Generato
 def current(units: dict[str, list[str]], loaded: list[str] = ()) -> Generator[StringCommand, None, None]:
     """
     Units whose files systemd has loaded, running the config they read when they start, running
-    and enabled: one read of every unit's state, then at most one ``daemon-reload``, a restart of
-    each running unit started before one of its files was last written, an enable
-    (``--no-reload``, see `service`) and a start of the others. Never stops or disables anything.
+    and enabled: one read of every unit's state, then an enable of those not enabled (which
+    reloads the manager, see `service`) or else at most one ``daemon-reload``, a restart of each
+    running unit started before one of its files was last written, and a start of the others.
+    Never stops or disables anything.
 
     + units: unit -> the files it reads only when it starts (its drop-ins, its config)
     + loaded: units whose files must be loaded, neither started nor enabled here (e.g. the
@@ -60,8 +62,6 @@ def current(units: dict[str, list[str]], loaded: list[str] = ()) -> Generator[St
     state = host.get_fact(UnitsState, units=[*units, *loaded], paths=paths)
     live = state["units"]
     reload = any(live[u]["need_daemon_reload"] for u in [*units, *loaded])
-    if reload:
-        yield StringCommand("systemctl", "daemon-reload")
     restart = [
         u
         for u, watched in units.items()
@@ -71,10 +71,12 @@ def current(units: dict[str, list[str]], loaded: list[str] = ()) -> Generator[St
     ]
     enable = [u for u in units if live[u]["enabled"] not in ("enabled", *NOT_ENABLEABLE)]
     start = [u for u in units if live[u]["active"] != "active"]
+    if enable:  # reloads the manager too: the reload below would be a second one
+        yield StringCommand("systemctl", "enable", *[QuoteString(u) for u in enable])
+    elif reload:
+        yield StringCommand("systemctl", "daemon-reload")
     for u in restart:
         yield StringCommand("systemctl", "restart", QuoteString(u))
-    if enable:
-        yield StringCommand("systemctl", "enable", "--no-reload", *[QuoteString(u) for u in enable])
     if start:
         yield StringCommand("systemctl", "start", *[QuoteString(u) for u in start])
     if not (reload or restart or enable or start):

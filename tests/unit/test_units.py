@@ -24,9 +24,10 @@ def run(active, unit_file_state, **wanted):
     return run_operation(service, facts, unit=TIMER, **wanted)
 
 
-def test_new_timer_enabled_without_a_manager_reload_and_started():
+def test_new_timer_enabled_with_the_managers_reload_and_started():
+    """systemd 257 marks every unit NeedDaemonReload after an enable --no-reload."""
     commands, _ = run("inactive", "disabled", running=True, enabled=True)
-    assert commands == [f"systemctl enable --no-reload {TIMER}", f"systemctl start {TIMER}"]
+    assert commands == [f"systemctl enable {TIMER}", f"systemctl start {TIMER}"]
 
 
 @pytest.mark.parametrize("state", ["enabled", "static", "indirect", "generated"])
@@ -76,7 +77,7 @@ def test_stopped_unit_is_started_not_restarted():
     assert commands == [f"systemctl start {SVC}"]
 
 
-def test_changed_unit_files_reloaded_once_then_restarted_enabled_started():
+def test_changed_unit_files_reloaded_once_by_the_enable_then_restarted_started():
     units = {
         "a.service": unit(reload=True),
         "b.service": unit(active="inactive", enabled="disabled", started=None),
@@ -85,9 +86,8 @@ def test_changed_unit_files_reloaded_once_then_restarted_enabled_started():
     watched = {"a.service": ["/a.conf"], "b.service": ["/b.conf"], "c.timer": ["/c.timer"]}
     commands, _ = current(units, {"/a.conf": 1500, "/b.conf": 1500, "/c.timer": 10}, watched)
     assert commands == [
-        "systemctl daemon-reload",
+        "systemctl enable b.service",  # reloads the manager: no daemon-reload of its own
         "systemctl restart a.service",
-        "systemctl enable --no-reload b.service",
         "systemctl start b.service",
     ]
 
@@ -130,3 +130,8 @@ def test_a_unit_restarted_in_the_second_its_file_was_written_is_current():
     """Whole seconds made this restart again on every second run (trixie's backup host)."""
     commands, host = current({SVC: unit(started=1000.75)}, {CNF: 1000.25})
     assert commands == [] and host.noops
+
+
+def test_changed_unit_files_alone_are_reloaded_once():
+    commands, _ = current({SVC: unit(reload=True)}, {CNF: 1500})
+    assert commands == ["systemctl daemon-reload", f"systemctl restart {SVC}"]
