@@ -59,7 +59,7 @@ def script(cfg: HostConfig, old: str, new: str) -> str:
     q = shlex.quote
     paths_new = render.postgresql_paths(dataclasses.replace(cfg, postgresql_version=new))
     wal_parent = paths_new["wal_directory"].rsplit("/", 2)[0]  # {wal}/<version>/main -> {wal}
-    snap = f"{cfg.parent_dataset}@{snapshot_name(old, new)}"
+    snap = f"{cfg.dataset_name(cfg.parent_dataset)}@{snapshot_name(old, new)}"
     return (
         "set -eu\n"
         'state() { pg_lsclusters -h | awk -v v="$1" \'$1==v && $2=="main" {print $4}\'; }\n'

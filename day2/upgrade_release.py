@@ -143,8 +143,8 @@ def steps(cfg: HostConfig, old: releases.Release, new: releases.Release, moved: 
     engine.packages(f"{', '.join(tools)} from {old.label}", tools)
     seeding_ops.server_stopped(name=f"{cfg.name}: stop {unit}", unit=unit)
     ops.rollback_point(
-        name=f"Rollback point @{snapshot}: {cfg.parent_dataset} and the system's copy",
-        engine_dataset=cfg.parent_dataset,
+        name=f"Rollback point @{snapshot}: {cfg.dataset_name(cfg.parent_dataset)} and the system's copy",
+        engine_dataset=cfg.dataset_name(cfg.parent_dataset),
         pool=cfg.pool.name,
         snapshot=snapshot,
     )

@@ -95,7 +95,10 @@ def problems(
         )
     missing = sorted(
         d
-        for d in (f"{cfg.parent_dataset}@{snapshot}", f"{cfg.pool.name}/{ops.SYSTEM_DATASET}@{snapshot}")
+        for d in (
+            f"{cfg.dataset_name(cfg.parent_dataset)}@{snapshot}",
+            f"{cfg.pool.name}/{ops.SYSTEM_DATASET}@{snapshot}",
+        )
         if d not in snapshots
     )
     if missing:
@@ -174,7 +177,7 @@ def run(args: dict) -> None:
     seeding_ops.server_stopped(name=f"{cfg.name}: stop its server", unit=unit)
     ops.restored(
         name=f"{cfg.name}: data and system back to @{snapshot}",
-        engine_dataset=cfg.parent_dataset,
+        engine_dataset=cfg.dataset_name(cfg.parent_dataset),
         pool=cfg.pool.name,
         snapshot=snapshot,
     )
@@ -188,5 +191,5 @@ def run(args: dict) -> None:
     suffix = f"-rolled-back-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     server.shell(
         name=f"{cfg.name}: the rollback point renamed aside (@{snapshot}{suffix})",
-        commands=[ops.retired_script(cfg.parent_dataset, cfg.pool.name, snapshot, suffix)],
+        commands=[ops.retired_script(cfg.dataset_name(cfg.parent_dataset), cfg.pool.name, snapshot, suffix)],
     )

@@ -108,7 +108,9 @@ def test_postgresqls_major_step_links_into_the_same_dataset_and_its_wal_into_the
     wal = cfg.mountpoint(cfg.log_dataset)
     assert f"pg_upgradecluster --method=link --no-start 15 main {data}/17/main" in script
     assert f"waldir = '{wal}/%v/%c'" in script
-    assert f"zfs snapshot -r {cfg.parent_dataset}@dbzfs-upgrade-postgresql-15-to-17" in script
+    assert (
+        f"zfs snapshot -r {cfg.dataset_name(cfg.parent_dataset)}@dbzfs-upgrade-postgresql-15-to-17" in script
+    )
     # resumable: a cluster on 17 already is done; the old one is dropped once 17 runs
     assert script.index('if [ -n "$(state 17)" ]') < script.index("pg_ctlcluster --mode fast 15 main stop")
     assert "pg_dropcluster 15 main" in script
@@ -134,7 +136,7 @@ SNAP = "dbzfs-upgrade-bookworm-to-trixie"
 
 
 def snaps(cfg):
-    return {f"{cfg.parent_dataset}@{SNAP}", f"{cfg.pool.name}/dbzfs-system@{SNAP}"}
+    return {f"{cfg.dataset_name(cfg.parent_dataset)}@{SNAP}", f"{cfg.pool.name}/dbzfs-system@{SNAP}"}
 
 
 def test_a_replica_with_its_rollback_point_may_be_rolled_back(replica):
