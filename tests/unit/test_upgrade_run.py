@@ -112,9 +112,14 @@ def test_dry_runs_only_the_release_steps_probes(lab_on_12, stand_ins):
     assert gated == []
 
 
-def test_a_group_on_the_new_release_is_nothing_to_do(stand_ins, capsys):
+def test_a_group_on_the_new_release_is_nothing_to_do(stand_ins, capsys, tmp_path):
     ran, _ = stand_ins
-    assert upgrade_run.main([LAB, "--group", "pg1"]) == 0
+    hosts = load_inventory_isolated(LAB)
+    on_13 = tmp_path / "lab13.py"
+    on_13.write_text(
+        kit.overridden_inventory_text(LAB, {n: {"debian_release": "13"} for n in hosts}, "a test")
+    )
+    assert upgrade_run.main([str(on_13), "--group", "pg1"]) == 0
     assert "nothing to do" in capsys.readouterr().out and ran.calls == []
 
 
