@@ -39,10 +39,10 @@ def snapshot_name(old: str, new: str) -> str:
 
 # The kernel the installed kernel metapackage (linux-image-amd64, -cloud-amd64, ...) depends on:
 # the one the host boots next. Not the highest-sorting directory of /lib/modules (a backports
-# kernel sorts above the new release's).
+# kernel sorts above the new release's). A held package is "hi", not "ii" (the lab holds its kernel).
 TARGET_KERNEL = (
     "t=$(dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 'linux-image-*' 2>/dev/null "
-    "| awk '$1==\"ii\" && $2 !~ /^linux-image-[0-9]/ && $2 !~ /-dbg$/ {print $2; exit}'); "
+    "| awk '$1 ~ /^[ih]i/ && $2 !~ /^linux-image-[0-9]/ && $2 !~ /-dbg$/ {print $2; exit}'); "
     "k=$(dpkg-query -W -f '${Depends}' \"$t\" 2>/dev/null | tr ',|' '\\n\\n' "
     "| sed -n 's/^ *linux-image-\\([0-9][^ ]*\\).*/\\1/p' | head -n1)"
 )
@@ -106,11 +106,11 @@ def packages_script(new_codename: str, extra: Sequence[str]) -> str:
         "held=$(apt-mark showhold)\n"
         "apt-get -y -q $o full-upgrade\n"
         "metas=$(dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 'linux-image-*' 'linux-headers-*' "
-        '2>/dev/null | awk \'$1=="ii" && $2 !~ /^linux-(image|headers)-[0-9]/ && $2 !~ /-dbg$/ '
+        '2>/dev/null | awk \'$1 ~ /^[ih]i/ && $2 !~ /^linux-(image|headers)-[0-9]/ && $2 !~ /-dbg$/ '
         "{print $2}')\n"
         f"apt-get -y -q $o --allow-change-held-packages install $metas {' '.join(q(p) for p in extra)}\n"
         "for p in $held; do\n"
-        "  if dpkg-query -W -f '${db:Status-Abbrev}' \"$p\" 2>/dev/null | grep -q '^ii'; then\n"
+        "  if dpkg-query -W -f '${db:Status-Abbrev}' \"$p\" 2>/dev/null | grep -q '^[ih]i'; then\n"
         '    apt-mark hold "$p" >/dev/null\n'
         "  fi\n"
         "done\n"
