@@ -106,7 +106,7 @@ def packages_script(new_codename: str, extra: Sequence[str]) -> str:
         "held=$(apt-mark showhold)\n"
         "apt-get -y -q $o full-upgrade\n"
         "metas=$(dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 'linux-image-*' 'linux-headers-*' "
-        '2>/dev/null | awk \'$1 ~ /^[ih]i/ && $2 !~ /^linux-(image|headers)-[0-9]/ && $2 !~ /-dbg$/ '
+        "2>/dev/null | awk '$1 ~ /^[ih]i/ && $2 !~ /^linux-(image|headers)-[0-9]/ && $2 !~ /-dbg$/ "
         "{print $2}')\n"
         f"apt-get -y -q $o --allow-change-held-packages install $metas {' '.join(q(p) for p in extra)}\n"
         "for p in $held; do\n"
