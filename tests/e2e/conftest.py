@@ -92,7 +92,7 @@ MODULE_ORDER = [
     "test_switchover.py",
     "test_failover.py",
     "test_idempotence.py",
-    "test_rolling.py",  # CI leaves pg1 and pg2 on zstd: no module after it converges them
+    "test_rolling.py",  # long; leaves pg1 and pg2 on zstd: no module after it converges them
     "test_degraded.py",
     "test_safety.py",
 ]
