@@ -82,7 +82,7 @@ def problems(
                 "switch the group over to a replica first (runbooks/switchover.py)",
             )
         )
-    new = releases.RELEASES.get(str(int(cfg.debian_release) + 1))
+    new = releases.following(cfg.release)
     if running not in (cfg.release, new):
         found.append(
             Problem(
@@ -163,7 +163,7 @@ def run(args: dict) -> None:
         return
     cfg = engine.host_config()
     configs = {h.name: HostConfig.from_data(h.name, h.data) for h in inventory}
-    newer = releases.RELEASES.get(str(int(cfg.debian_release) + 1))
+    newer = releases.following(cfg.release)
     snapshot = ops.snapshot_name(cfg.release.codename, newer.codename if newer else "none")
     fact = MariadbLiveRole if cfg.engine == "mariadb" else PostgresqlLiveRole
     live = topology.live_role(cfg.engine, host.get_fact(fact))

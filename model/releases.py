@@ -69,6 +69,12 @@ def previous(release: Release) -> Release | None:
     return max(older, key=lambda r: int(r.major)) if older else None
 
 
+def following(release: Release) -> Release | None:
+    """The release after this one among those the toolkit converges; None for the newest."""
+    newer = [r for r in RELEASES.values() if int(r.major) > int(release.major)]
+    return min(newer, key=lambda r: int(r.major)) if newer else None
+
+
 def server_versions(major: str, engine: str) -> tuple[str, ...]:
     """The server versions a host of this release may run: the release's own, and for PostgreSQL
     also the previous release's, which Debian keeps installed through the release upgrade (its

@@ -173,16 +173,31 @@ def rebooted(method: str, timeout: int = 900, always: bool = False) -> Generator
             raise Exception(f"{host.name}: the reboot did not start: {output}")
         sleep(10)
         host.disconnect()
-        t0 = monotonic()
-        while monotonic() - t0 < timeout:
-            host.connect(show_errors=False)
-            if host.connected and host.get_fact(Uptime) < before:
-                logger.info(f"{host.name}: up again {monotonic() - t0 + 10:.0f} s after its reboot")
-                return True
-            sleep(5)
-        raise Exception(f"{host.name} did not come back within {timeout} s of its reboot")
+        back_after(host, before, timeout)
+        return True
 
     yield FunctionCommand(reboot, (), {})
+
+
+def back_after(host, before: float, timeout: float, wait=sleep, clock=monotonic) -> float:  # noqa: ANN001
+    """Wait until the host answers with an uptime shorter than `before` (seconds); returns the
+    seconds waited. A host still shutting down may take the connection and drop it (under
+    emulation its shutdown takes longer than the first wait): that connection is closed, the
+    error ignored, and the wait goes on."""
+    t0 = clock()
+    logger.info(f"{host.name}: waiting for it to answer SSH on a fresh boot (at most {timeout:.0f} s)")
+    while clock() - t0 < timeout:
+        try:
+            host.connect(show_errors=False)
+            if host.connected and host.get_fact(Uptime) < before:
+                logger.info(f"{host.name}: up again {clock() - t0 + 10:.0f} s after its reboot")
+                return clock() - t0
+        except Exception as e:  # noqa: BLE001 - a connection the shutdown dropped
+            logger.info(f"{host.name}: not back yet ({type(e).__name__})")
+        if host.connected:
+            host.disconnect()
+        wait(5)
+    raise Exception(f"{host.name} did not come back within {timeout:.0f} s of its reboot")
 
 
 def stamp_path(snapshot: str) -> str:

@@ -22,6 +22,8 @@ def test_the_release_ships_one_mariadb_and_keeps_the_previous_postgresql():
     assert releases.shipping("postgresql", "15") is releases.BOOKWORM
     assert releases.previous(releases.TRIXIE) is releases.BOOKWORM
     assert releases.previous(releases.BOOKWORM) is None
+    assert releases.following(releases.BOOKWORM) is releases.TRIXIE
+    assert releases.following(releases.TRIXIE) is None
 
 
 def test_a_debian_13_host_still_running_postgresql_15_is_its_15_cluster(fleet, secrets):

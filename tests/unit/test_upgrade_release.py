@@ -218,3 +218,51 @@ def test_a_held_kernel_counts_as_installed():
     assert "$1 ~ /^[ih]i/" in ops.TARGET_KERNEL
     assert "$1 ~ /^[ih]i/" in ops.packages_script("trixie", [])
     assert "grep -q '^[ih]i'" in ops.packages_script("trixie", [])
+
+
+def test_the_wait_for_the_reboot_survives_a_host_still_shutting_down():
+    """A host that takes the connection while it shuts down, then drops it, then boots: the wait
+    goes on past the dropped connection and ends on the shorter uptime."""
+
+    class Host:
+        name, connected = "db2", False
+
+        def __init__(self):
+            self.answers = [3600.0, ConnectionResetError("gone"), None, 12.0]
+            self.disconnects = 0
+
+        def connect(self, show_errors=True):
+            if self.answers and self.answers[0] is None:
+                self.answers.pop(0)  # nothing listens yet
+                return
+            self.connected = True
+
+        def disconnect(self):
+            self.connected, self.disconnects = False, self.disconnects + 1
+
+        def get_fact(self, fact):
+            answer = self.answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    now = [0.0]
+    host = Host()
+    waited = ops.back_after(
+        host, 3000.0, 900, wait=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0]
+    )
+    assert waited == 15.0 and host.disconnects == 2 and not host.answers
+
+
+def test_the_wait_for_the_reboot_gives_up_after_its_timeout():
+    class Host:
+        name, connected = "db2", False
+
+        def connect(self, show_errors=True):
+            pass
+
+    now = [0.0]
+    with pytest.raises(Exception, match="did not come back within 30 s"):
+        ops.back_after(
+            Host(), 3000.0, 30, wait=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0]
+        )
