@@ -48,6 +48,17 @@ TARGET_KERNEL = (
 )
 
 
+def each_system_filesystem(action, when=lambda name: "") -> str:  # noqa: ANN001
+    """A line per filesystem of the system's copy (SYSTEM_FILESYSTEMS), each run only where that
+    filesystem is mounted on this host (/ always): `action(path with a trailing slash, the copy's
+    directory name)`, guarded by `when(name)` too."""
+    return "".join(
+        f'if {when(name)}{{ [ "{fs}" = / ] || mountpoint -q {shlex.quote(fs)}; }}; then '
+        f"{action(fs.rstrip('/') + '/', name)}; fi\n"
+        for fs, name in SYSTEM_FILESYSTEMS.items()
+    )
+
+
 def rollback_point_script(engine_dataset: str, pool: str, snapshot: str) -> str:
     """The engine's datasets snapshotted (the server is stopped first, by the runbook) and the
     system copied into the pool and snapshotted; each kept when it exists (a resumed run). The
@@ -55,10 +66,8 @@ def rollback_point_script(engine_dataset: str, pool: str, snapshot: str) -> str:
     ACLs), and must be mounted: unmounted, rsync -x would copy / into its own mount point."""
     q = shlex.quote
     system = f"{pool}/{SYSTEM_DATASET}"
-    copies = "".join(
-        f'if [ "{fs}" = / ] || mountpoint -q {q(fs)}; then mkdir -p "$mp/{name}"; '
-        f'rsync -aHAXx --numeric-ids --delete {q(fs.rstrip("/") + "/")} "$mp/{name}/"; fi\n'
-        for fs, name in SYSTEM_FILESYSTEMS.items()
+    copies = each_system_filesystem(
+        lambda fs, name: f'mkdir -p "$mp/{name}"; rsync -aHAXx --numeric-ids --delete {q(fs)} "$mp/{name}/"'
     )
     return (
         "set -eu\n"
@@ -238,10 +247,9 @@ def restore_script(engine_dataset: str, pool: str, snapshot: str) -> str:
     the restored system where GRUB boots the host. The host must reboot right after."""
     q = shlex.quote
     system = f"{pool}/{SYSTEM_DATASET}"
-    restores = "".join(
-        f'if [ -d "$src/{name}" ] && {{ [ "{fs}" = / ] || mountpoint -q {q(fs)}; }}; then '
-        f'rsync -aHAXx --numeric-ids --delete $excludes "$src/{name}/" {q(fs.rstrip("/") + "/")}; fi\n'
-        for fs, name in SYSTEM_FILESYSTEMS.items()
+    restores = each_system_filesystem(
+        lambda fs, name: f'rsync -aHAXx --numeric-ids --delete $excludes "$src/{name}/" {q(fs)}',
+        when=lambda name: f'[ -d "$src/{name}" ] && ',
     )
     return (
         "set -eu\n"
