@@ -102,6 +102,26 @@ def run_step(
     return entry
 
 
+def unhealthy(args: argparse.Namespace, p: upgrade.Plan, hosts: dict, tmp: Path) -> list[str]:
+    """Why the group must not start its upgrade: every member's server answering, its pool ONLINE
+    under its capacity threshold, each replica replicating within max_lag (the roll's gates, each
+    asked once, not waited for). Empty when it may start."""
+    gates = Gates(args.inventory, hosts, tmp / "ssh_config", args.max_lag, args.gate_timeout)
+    found = []
+    for member in p.members:
+        data = hosts[member]
+        role = "primary" if data.get("role") == "primary" else "replica"
+        step = rolling.Step(member, p.engine, p.group, role, data.get("primary"))
+        for gate in ("server", "pool", *(("replication",) if role == "replica" else ())):
+            try:
+                ok, detail = getattr(gates, gate)(step)
+            except Exception as exc:  # an ssh error: the member is not healthy
+                ok, detail = False, f"{type(exc).__name__}: {exc}"
+            if not ok:
+                found.append(f"{member}: {gate}: {detail}")
+    return found
+
+
 def snapshots_report(args: argparse.Namespace, p: upgrade.Plan, hosts: dict, tmp: Path) -> list[dict]:
     """The rollback snapshots on each member and the space they hold (`used`: what removing each
     would free)."""
@@ -149,6 +169,16 @@ def upgrade_group(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="dbzfs-upgrade-") as tmp_dir:
         tmp = Path(tmp_dir)
         (tmp / "ssh_config").write_text(rolling.ssh_config_text(hosts, str(REPO_ROOT)))
+        if args.from_step == 1:  # a resumed upgrade starts from a group in the middle of it
+            log(
+                f"==> upgrade: is {p.group} healthy and caught up? (server, pool, replication of each member)"
+            )
+            found = unhealthy(args, p, hosts, tmp)
+            if found:
+                for line in found:
+                    log(f"    {line}")
+                log(f"==> upgrade: {p.group} is not healthy (above); no host was touched")
+                return 2
         for i, step in enumerate(p.steps):
             if (args.dry and step.kind != "release") or i + 1 < args.from_step:
                 continue

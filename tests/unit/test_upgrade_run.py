@@ -45,14 +45,29 @@ def lab_on_12(tmp_path):
 
 
 @pytest.fixture
-def stand_ins(monkeypatch):
+def stand_ins(monkeypatch):  # (pyinfra's runs, the gates asked), with Gates.failing to fail one
     ran = Ran()
     monkeypatch.setattr(subprocess, "run", ran)
     gated = []
 
     class Gates:
+        failing: dict = {}
+
         def __init__(self, *a, **k):
             pass
+
+        def _asked(self, gate, step):
+            gated.append((f"before: {gate}", step.host))
+            return self.failing.get((gate, step.host), (True, "ok"))
+
+        def server(self, step):
+            return self._asked("server", step)
+
+        def pool(self, step):
+            return self._asked("pool", step)
+
+        def replication(self, step):
+            return self._asked("replication", step)
 
         def wait(self, gate, step):
             gated.append((gate, step.host))
@@ -62,7 +77,8 @@ def stand_ins(monkeypatch):
             return 0, f"dbpool/datastore@dbzfs-upgrade-bookworm-to-trixie\t{2**30}\n"
 
     monkeypatch.setattr(upgrade_run, "Gates", Gates)
-    return ran, gated
+    yield ran, gated
+    Gates.failing.clear()
 
 
 def test_a_mariadb_group_runs_its_steps_in_order_with_each_steps_data(lab_on_12, stand_ins, tmp_path):
@@ -109,7 +125,7 @@ def test_dry_runs_only_the_release_steps_probes(lab_on_12, stand_ins):
         ("runbooks/upgrade_release.py", "--dry"),
         ("runbooks/upgrade_release.py", "--dry"),
     ]
-    assert gated == []
+    assert [g for g in gated if not g[0].startswith("before: ")] == []
 
 
 def test_a_group_on_the_new_release_is_nothing_to_do(stand_ins, capsys, tmp_path):
@@ -146,3 +162,20 @@ def test_a_stopped_upgrade_says_how_to_resume_and_resumes_from_that_step(lab_on_
     assert [c[2] for c in ran.calls][0] == "runbooks/switchover.py" and len(ran.calls) == 4
     assert ran.inventories[0]["db2"]["debian_release"] == "13"  # the data of step 3, as before
     assert upgrade_run.main([lab_on_12, "--group", "mariadb", "--from", "9"]) == 2
+
+
+def test_a_group_not_healthy_and_caught_up_is_refused_before_any_step(lab_on_12, stand_ins, capsys):
+    ran, gated = stand_ins
+    upgrade_run.Gates.failing[("replication", "db2")] = (False, "db2: 95 s behind db1 (max_lag 30)")
+    assert upgrade_run.main([lab_on_12, "--group", "mariadb"]) == 2
+    out = capsys.readouterr().out
+    assert "db2: replication: db2: 95 s behind db1" in out and "no host was touched" in out
+    assert ran.calls == []
+    assert ("before: server", "db1") in gated and ("before: pool", "db2") in gated
+    assert ("before: replication", "db1") not in gated  # the primary replicates from nobody
+
+
+def test_the_dry_run_refuses_an_unhealthy_group_as_the_run_does(lab_on_12, stand_ins):
+    ran, _ = stand_ins
+    upgrade_run.Gates.failing[("pool", "pg1")] = (False, "DEGRADED")
+    assert upgrade_run.main([lab_on_12, "--group", "postgresql", "--dry"]) == 2 and ran.calls == []
