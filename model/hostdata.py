@@ -62,6 +62,37 @@ class PoolSpec:
 
 
 @dataclass(frozen=True)
+class FirewallSpec:
+    """The host firewall (roles/firewall.py)."""
+
+    enabled: bool
+    admin_networks: tuple[str, ...]
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> FirewallSpec:
+        return cls(
+            enabled=_get(data, "firewall"), admin_networks=tuple(_get(data, "firewall_admin_networks"))
+        )
+
+
+@dataclass(frozen=True)
+class TlsSpec:
+    """TLS on the database's connections (roles/tls.py)."""
+
+    enabled: bool
+    certificate_days: int
+    renew_days: int
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> TlsSpec:
+        return cls(
+            enabled=_get(data, "tls"),
+            certificate_days=_get(data, "tls_certificate_days"),
+            renew_days=_get(data, "tls_renew_days"),
+        )
+
+
+@dataclass(frozen=True)
 class MonitoringSpec:
     """Exporter ports, the Prometheus server's settings and the alert thresholds (group_data)."""
 
@@ -147,6 +178,8 @@ class HostConfig:
     db_users: list
     monitoring: MonitoringSpec
     prometheus_server: bool  # in the inventory's `monitoring` group
+    firewall_spec: FirewallSpec
+    tls_spec: TlsSpec
     zfs_install: str
     module_repository: Mapping | None  # zfs_module_repository: url, suite, key_file
 
@@ -229,6 +262,8 @@ class HostConfig:
             db_users=list(_get(data, "db_users")),
             monitoring=MonitoringSpec.from_data(data),
             prometheus_server=_get(data, "prometheus_server"),
+            firewall_spec=FirewallSpec.from_data(data),
+            tls_spec=TlsSpec.from_data(data),
             zfs_install=_get(data, "zfs_install"),
             module_repository=_get(data, "zfs_module_repository"),
         )

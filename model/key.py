@@ -78,6 +78,21 @@ SECTIONS = {
         "`monitoring` group runs Prometheus, which scrapes every database host and loads the alert rules.",
     ),
     "alerts": ("Alert thresholds", "The pool capacity alert uses zfs_capacity_threshold (Pool)."),
+    "firewall": (
+        "Firewall",
+        "roles/firewall.py. nftables from Debian, a table of its own (`inet dbzfs`): inbound denied "
+        "but SSH from firewall_admin_networks, the group's members and the backup host; the database "
+        "port from db_client_networks, the group's members and the backup host; the exporters from "
+        "the Prometheus hosts. A converge whose own SSH session the new rules would not let in again "
+        "is refused before any change.",
+    ),
+    "tls": (
+        "TLS",
+        "roles/tls.py. Each host's key is made on the host and never leaves it; its certificate names "
+        "the host and its replication_address, signed by the fleet CA on the operator's machine "
+        "(DBZFS_CA_DIR, default ~/.config/dbzfs/ca, created on first use, or the operator's own CA "
+        "put there). The CA's key never reaches a host.",
+    ),
 }
 
 # Shared by snapshot_retention and backup_retention: sanoid's kinds.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 
-from model import keys_monitoring
+from model import keys_monitoring, keys_security
 from model.key import (  # noqa: F401 (re-exported: model.keys is where the code reads them)
     _KINDS_NOTE,
     BOOLEAN,
@@ -597,6 +597,7 @@ _DEFINITIONS = (
         ),
     ),
     *keys_monitoring.DEFINITIONS,
+    *keys_security.DEFINITIONS,
 )
 
 KEYS: dict[str, Key] = {k.name: k for k in _DEFINITIONS}

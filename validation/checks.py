@@ -13,6 +13,8 @@ The rules live with the code that owns the keys they check:
     roles/monitoring_checks.py   ports, durations, thresholds, alert_for, scraped addresses
     roles/release_checks.py      debian_release, postgresql_version (the live host's side:
                                  roles/release.py)
+    roles/firewall_checks.py     firewall_admin_networks (the live side: roles/firewall.py)
+    roles/tls_checks.py          tls, the certificates' days, a group that agrees on tls
     model/keys.py                the keys with a fixed set of values (their choices)
 """
 
@@ -27,10 +29,12 @@ from model.problems import Problem, ValidationError
 from roles import (
     backup_checks,
     engine_checks,
+    firewall_checks,
     monitoring_checks,
     pgbackrest_checks,
     release_checks,
     snapshots_checks,
+    tls_checks,
     topology_checks,
     zfs_checks,
     zfs_module_params,
@@ -61,6 +65,7 @@ NESTED: dict[str, Callable[..., bool]] = {
     **snapshots_checks.TYPES,
     **backup_checks.TYPES,
     **pgbackrest_checks.TYPES,
+    **firewall_checks.TYPES,
 }
 
 
@@ -87,6 +92,7 @@ def validate(hosts: Mapping[str, Mapping], secrets: secrets_mod.Secrets | None =
     backup_checks.fleet(ctx)
     pgbackrest_checks.fleet(ctx)
     monitoring_checks.fleet(ctx)
+    tls_checks.fleet(ctx)
     return ctx.problems
 
 
@@ -99,6 +105,8 @@ def check(hosts: Mapping[str, Mapping], secrets: secrets_mod.Secrets | None = No
 def per_host(ctx: Context, c: HostConfig) -> None:
     """One host's rules, in the order their problems are reported."""
     release_checks.host(ctx, c)
+    firewall_checks.host(ctx, c)
+    tls_checks.host(ctx, c)
     if c.is_backup_host:
         backup_checks.identity(ctx, c)
     else:
