@@ -18,18 +18,18 @@ from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import FunctionCommand, OperationError, StringCommand, operation
+from pyinfra.facts.files import File, FileContents
 
-from facts.tls import KeyState, PemFile
 from pki import ca as pki
 
 
 @operation()
 def private_key(path: str, user: str, group: str) -> Generator[StringCommand, None, None]:
     """See the module's docstring."""
-    live = host.get_fact(KeyState, path=path)
+    live = host.get_fact(File, path=path)
     q = shlex.quote
-    if live["exists"]:
-        if (live["owner"], live["mode"]) == (f"{user}:{group}", "600"):
+    if live:
+        if (live["user"], live["group"], live["mode"]) == (user, group, 600):
             host.noop(f"{path}: the host's key, {user}:{group} 0600")
             return
         yield StringCommand(f"chown {q(user)}:{q(group)} {q(path)} && chmod 600 {q(path)}")
@@ -62,7 +62,8 @@ def certificate(
     + ca_dir: the CA's directory on this machine (default: DBZFS_CA_DIR)
     """
     ca = pki.ensure(pki.directory() if ca_dir is None else Path(ca_dir))
-    why = pki.renewal(ca, host.get_fact(PemFile, path=path), names, addresses, renew_days)
+    lines = host.get_fact(FileContents, path=path)
+    why = pki.renewal(ca, "\n".join(lines) + "\n" if lines else None, names, addresses, renew_days)
     if why is None:
         host.noop(f"{path}: signed by the fleet CA, names {', '.join([*names, *addresses])}")
         return

@@ -4,7 +4,8 @@ certificate signed here by the fleet CA for the host's own key, issued again onl
 import subprocess
 from types import SimpleNamespace
 
-from facts.tls import KeyState, PemFile
+from pyinfra.facts.files import File, FileContents
+
 from operations import tls as ops
 from pki import ca as pki
 
@@ -13,9 +14,7 @@ from tests.unit.test_pki import host_request
 
 
 def test_a_missing_key_is_made_on_the_host_and_owned_by_its_reader():
-    commands, _ = run_operation(
-        ops.private_key, {KeyState: {"exists": False}}, "/etc/dbzfs/tls/host.key", "mysql", "mysql"
-    )
+    commands, _ = run_operation(ops.private_key, {File: None}, "/etc/dbzfs/tls/host.key", "mysql", "mysql")
     assert (
         len(commands) == 1 and "openssl genpkey -algorithm EC" in commands[0] and "umask 077" in commands[0]
     )
@@ -23,10 +22,10 @@ def test_a_missing_key_is_made_on_the_host_and_owned_by_its_reader():
 
 
 def test_a_key_in_place_is_a_noop_and_its_owner_is_fixed_without_a_new_key():
-    live = {"exists": True, "owner": "mysql:mysql", "mode": "600"}
-    commands, host = run_operation(ops.private_key, {KeyState: live}, "/k", "mysql", "mysql")
+    live = {"user": "mysql", "group": "mysql", "mode": 600}
+    commands, host = run_operation(ops.private_key, {File: live}, "/k", "mysql", "mysql")
     assert commands == [] and host.noops
-    commands, _ = run_operation(ops.private_key, {KeyState: {**live, "mode": "644"}}, "/k", "mysql", "mysql")
+    commands, _ = run_operation(ops.private_key, {File: {**live, "mode": 644}}, "/k", "mysql", "mysql")
     assert commands == ["chown mysql:mysql /k && chmod 600 /k"]
 
 
@@ -34,7 +33,15 @@ def test_a_valid_certificate_is_a_noop(tmp_path):
     ca = pki.ensure(tmp_path / "ca")
     pem = pki.sign(ca, host_request(tmp_path), ["db1"], ["10.99.0.11"], 90)
     commands, host = run_operation(
-        ops.certificate, {PemFile: pem}, "/c", "/k", ["db1"], ["10.99.0.11"], 90, 30, ca_dir=str(ca.directory)
+        ops.certificate,
+        {FileContents: pem.splitlines()},
+        "/c",
+        "/k",
+        ["db1"],
+        ["10.99.0.11"],
+        90,
+        30,
+        ca_dir=str(ca.directory),
     )
     assert commands == [] and host.noops
 
@@ -42,7 +49,7 @@ def test_a_valid_certificate_is_a_noop(tmp_path):
 def test_a_certificate_is_signed_here_for_the_hosts_own_request_and_uploaded(tmp_path):
     ca = pki.ensure(tmp_path / "ca")
     csr = host_request(tmp_path)
-    host = FakeHost({PemFile: None})
+    host = FakeHost({FileContents: None})
     host.log = lambda *a, **k: None
     uploaded = {}
 
