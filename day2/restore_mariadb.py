@@ -705,7 +705,10 @@ def steps(
         )
     # 5. The copy in place, marked, as the storage role declares its datasets.
     position_from = {"host": b.name, "snapshot": f"{c.data}@{c.snapshot}", "onto": plan.datasets[0].live}
-    transfer.received_in_place(ends, plan.datasets, c.snapshot, "the copy", position_from, blocks or {}, mark)
+    # Held on the target until the end: its sanoid prunes by name what its retention does not keep.
+    transfer.received_in_place(
+        ends, plan.datasets, c.snapshot, "the copy", position_from, blocks or {}, mark, plan.binlogs_snapshot
+    )
     # 6. The server starts: a replica, or on its own with the binlogs replayed.
     if plan.mode == "replica":
         transfer.start_mariadb(cfg, t, plan.primary, plan.seeded, what="the copy")
@@ -743,6 +746,14 @@ def steps(
         )
     # 7. Cleanup.
     transfer.keys_removed(ends, plan.marker)
+    engine.step(
+        is_target,
+        not_target,
+        ops.released,
+        name=f"The copy @{c.snapshot} released on {t.name}",
+        snapshots=[f"{d.live}@{c.snapshot}" for d in plan.datasets],
+        tag=plan.binlogs_snapshot,
+    )
     engine.step(
         is_backup,
         not_backup,

@@ -230,10 +230,12 @@ def received_in_place(
     position_from: dict | None,
     blocks: dict[str, str],
     mark: dict | None = None,
+    hold: str | None = None,
 ) -> None:
     """Part 3: the received datasets in place of the live ones (renamed aside), the declared
     properties with the compression their blocks carry, mounted and owned. `mark`: a restore's
-    (operations.seeding.put_in_place), then recorded on the snapshot in place."""
+    (operations.seeding.put_in_place), then recorded on the snapshot in place. `hold`: a tag the
+    received snapshots are held by from before they take the live names (the caller releases)."""
     r = ends.receiver
     lives = [d.live for d in datasets]
     engine.step(
@@ -245,6 +247,7 @@ def received_in_place(
         snapshot=snapshot,
         position_from=position_from,
         **({"mark": mark} if mark else {}),
+        **({"hold": hold} if hold else {}),
     )
     if mark:
         engine.step(

@@ -18,7 +18,14 @@ from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 
 from facts.mariadb import MariadbLiveRole
 from facts.zfs import ZfsDatasetProperties
-from operations.seeding import EMPTY_GTID, GTID_PROPERTY, q, replication_state_files
+from operations.seeding import (
+    EMPTY_GTID,
+    GTID_PROPERTY,
+    hold_command,
+    q,
+    release_command,
+    replication_state_files,
+)
 
 REPORT = "dbzfs-restore:"  # prefix of the output lines day2.restore_mariadb.Report reads
 RESTORE_PROPERTY = "dbzfs:restore"  # on the copy's snapshot in place: which restore put it there
@@ -209,10 +216,6 @@ def replayed(directory: str, seeded: str, moment: datetime) -> Generator[StringC
     )
 
 
-def _holds(snapshot: str, tag: str) -> str:
-    return f"zfs holds -H {q(snapshot)} | cut -f2 | grep -qxF {q(tag)}"
-
-
 @operation(is_idempotent=False)
 def held(snapshots: list[str], tag: str) -> Generator[StringCommand, None, None]:
     """
@@ -220,11 +223,11 @@ def held(snapshots: list[str], tag: str) -> Generator[StringCommand, None, None]
     host's sanoid cannot prune a copy half-way through a restore (its destroy fails, it goes on).
     """
     for snapshot in snapshots:
-        yield StringCommand(f"{_holds(snapshot, tag)} || zfs hold {q(tag)} {q(snapshot)}")
+        yield StringCommand(hold_command(snapshot, tag))
 
 
 @operation(is_idempotent=False)
 def released(snapshots: list[str], tag: str) -> Generator[StringCommand, None, None]:
     """The holds of `held` released (the retention prunes the copies again); none left is fine."""
     for snapshot in snapshots:
-        yield StringCommand(f"! {_holds(snapshot, tag)} 2>/dev/null || zfs release {q(tag)} {q(snapshot)}")
+        yield StringCommand(release_command(snapshot, tag))

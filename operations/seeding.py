@@ -54,6 +54,22 @@ def q(text: str) -> str:
     return shlex.quote(text)
 
 
+def holds_command(snapshot: str, tag: str) -> str:
+    """A shell test: whether `snapshot` has a `zfs hold` named `tag`."""
+    return f"zfs holds -H {q(snapshot)} | cut -f2 | grep -qxF {q(tag)}"
+
+
+def hold_command(snapshot: str, tag: str) -> str:
+    """`zfs hold` named `tag` on `snapshot` unless it has it: sanoid's prune of it fails (and
+    sanoid goes on) until it is released."""
+    return f"{holds_command(snapshot, tag)} || zfs hold {q(tag)} {q(snapshot)}"
+
+
+def release_command(snapshot: str, tag: str) -> str:
+    """The hold of hold_command released; none left, or no such snapshot, is fine."""
+    return f"! {holds_command(snapshot, tag)} 2>/dev/null || zfs release {q(tag)} {q(snapshot)}"
+
+
 # --- the SSH path -------------------------------------------------------------------------------
 
 
@@ -399,6 +415,7 @@ def put_in_place(
     snapshot: str,
     position_from: dict[str, str] | None = None,
     mark: dict[str, str] | None = None,
+    hold: str | None = None,
 ) -> Generator[StringCommand, None, None]:
     """
     The received seed datasets take the live ones' names: each live dataset is unmounted (waiting
@@ -412,6 +429,11 @@ def put_in_place(
       data dataset}: its GTID_PROPERTY is copied onto the received snapshot, so that the replica
       keeps its position whatever happens to the source's snapshots
     + mark: a live dataset holding @`snapshot` is in place only with this mark (see _live_counts)
+    + hold: a `zfs hold` tag put on each seed@`snapshot` before it takes the live name (released
+      by the caller once done): the snapshot may be named as sanoid names its own (a restored
+      copy), and the target's sanoid prunes by name what its retention does not keep, even one
+      that was listed before the rename (CI at c18f420: the copy's `frequently` snapshot pruned
+      between the rename and the mark)
     """
     names = [d[key] for d in datasets for key in ("live", "aside")]
     names += [f"{d['live']}@{snapshot}" for d in datasets]
@@ -429,11 +451,11 @@ def put_in_place(
             raise OperationError(
                 "; ".join(problems) + ": the send did not complete; re-run the runbook (it resumes)"
             )
+        if live in found and aside in found:
+            raise OperationError(f"{aside} exists: {live} cannot be renamed aside; destroy it or rename it")
+        if hold:
+            yield StringCommand(hold_command(f"{seed}@{snapshot}", hold))
         if live in found:
-            if aside in found:
-                raise OperationError(
-                    f"{aside} exists: {live} cannot be renamed aside; destroy it or rename it"
-                )
             yield unmount_command(live)
             yield StringCommand("zfs set mountpoint=none", QuoteString(live))
             yield StringCommand("zfs rename", QuoteString(live), QuoteString(aside))

@@ -780,7 +780,8 @@ TARGET_BEFORE += ["mounted", "directory", "directory"]
         (
             {"mode": "standalone", "time": "2026-12-05 06:10:00+00", "wipe": True},
             TARGET_BEFORE
-            + ["standalone", "binlogs_mounted", "replayed", "authorized_key_removed", "dataset_destroyed"]
+            + ["standalone", "binlogs_mounted", "replayed", "authorized_key_removed", "released"]
+            + ["dataset_destroyed"]
             + ["replaced_destroyed"],
             [
                 "source_key",
@@ -795,7 +796,7 @@ TARGET_BEFORE += ["mounted", "directory", "directory"]
         ),
         (
             {"mode": "standalone"},
-            TARGET_BEFORE + ["standalone", "authorized_key_removed", "replaced_destroyed"],
+            TARGET_BEFORE + ["standalone", "authorized_key_removed", "released", "replaced_destroyed"],
             ["source_key", "held", "send", "source_key_removed", "released"],
         ),
         (
@@ -806,6 +807,7 @@ TARGET_BEFORE += ["mounted", "directory", "directory"]
                 "read_only",
                 "replicates_from",
                 "authorized_key_removed",
+                "released",
                 "replaced_destroyed",
             ]
             + ["first_taken"],
@@ -862,6 +864,9 @@ def test_the_sends_and_the_replay_name_the_copy_and_the_binlogs(wired):
         "moment": datetime(2026, 12, 5, 6, 10, tzinfo=UTC),
     }
     assert kwargs["authorized_key"]["line"].startswith('from="10.99.0.51",restrict,')
+    # held on the target from before the rename (its sanoid prunes by name), released at the end
+    assert kwargs["put_in_place"]["hold"] == kwargs["released"]["tag"] == "dbzfs-restore-db2"
+    assert kwargs["released"]["snapshots"] == [f"{DATA}@{SNAP_1}", f"{LOG}@{SNAP_1}"]
 
 
 # --- the replay against real servers ---------------------------------------------------------------------

@@ -645,6 +645,27 @@ def test_the_seed_takes_the_live_datasets_names(executing):
     assert commands == [] and "the seed is in place" in host.noops[0]
 
 
+def test_a_held_seed_is_held_before_it_takes_the_live_name(executing):
+    """A restored copy's snapshot is named as sanoid names its own: held before the rename, so
+    the target's sanoid cannot prune it by name half-way (released by the runbook at its end)."""
+    commands, _, _ = run(
+        ops.put_in_place,
+        {ZfsDatasetProperties: zfs(received())},
+        datasets=PLACES,
+        snapshot=CATCHUP,
+        hold="dbzfs-restore-pg2",
+    )
+    seed = f"dbpool/datastore/postgresql-seed@{CATCHUP}"
+    assert commands[0] == (
+        f"zfs holds -H {shlex.quote(seed)} | cut -f2 | grep -qxF dbzfs-restore-pg2"
+        f" || zfs hold dbzfs-restore-pg2 {shlex.quote(seed)}"
+    )
+    assert commands.index(commands[0]) < commands.index(
+        "zfs rename dbpool/datastore/postgresql-seed dbpool/datastore/postgresql"
+    )
+    assert len(commands) == 10  # one hold per dataset, the eight of the plain case
+
+
 @pytest.mark.parametrize(
     "change, match",
     [
