@@ -1,15 +1,15 @@
 """What is deployed is what is tested: every file a lab host got from templates/ (and the systemd
 drop-ins and units, the ZFS metrics collector, sanoid's config and the snapshot script,
-Prometheus' config and alert rules) is byte for byte what roles/render.py, roles/monitoring.py and
-roles/snapshots.py render offline for that host, the code path the unit tests check with the real
-servers."""
+Prometheus' config and alert rules, the firewall's rules) is byte for byte what roles/render.py,
+roles/monitoring.py, roles/snapshots.py and roles/firewall.py render offline for that host, the
+code path the unit tests check with the real servers."""
 
 import base64
 
 import pytest
 
 from model.hostdata import HostConfig
-from roles import fencing, mariadb, monitoring, monitoring_rules, postgresql, render, snapshots
+from roles import fencing, firewall, mariadb, monitoring, monitoring_rules, postgresql, render, snapshots
 from validation import load_inventory_isolated
 
 pytestmark = pytest.mark.e2e
@@ -52,6 +52,8 @@ def offline_files(inventory) -> dict[str, dict[str, str]]:
             hosts = list(configs.values())
             files[monitoring.PROMETHEUS_RULES] = monitoring_rules.rules_yaml(hosts, cfg)
             files[monitoring.PROMETHEUS_CONFIG] = monitoring.prometheus_config(cfg, hosts)
+        if cfg.firewall_spec.enabled:
+            files[firewall.RULES_FILE] = firewall.ruleset_text(cfg, list(configs.values()))
         result[name] = files
     return result
 

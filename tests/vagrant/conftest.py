@@ -152,7 +152,8 @@ from lab.definition import load
 _vm = dataclasses.replace(load().vm({name!r}), zfs_install="prebuilt")
 _host = runpy.run_path({lab_inventory!r})["_mariadb_host"]
 _name, _data = _host(_vm)
-_data.update(ssh_hostname={address!r}, ssh_port=22)
+# this machine's SSH sessions reach the VM from the libvirt network's gateway
+_data.update(ssh_hostname={address!r}, ssh_port=22, firewall_admin_networks=[{gateway!r} + "/32"])
 mariadb = [(_name, _data)]
 '''
 
@@ -184,7 +185,12 @@ def vagrant_vm(box, timings):
         inventory = STATE / "inventories" / "vagrant.py"
         inventory.parent.mkdir(parents=True, exist_ok=True)
         inventory.write_text(
-            INVENTORY.format(name=NAME, address=address, lab_inventory=str(REPO / "inventories" / "lab.py"))
+            INVENTORY.format(
+                name=NAME,
+                address=address,
+                gateway=GATEWAY,
+                lab_inventory=str(REPO / "inventories" / "lab.py"),
+            )
         )
         handle = labkit.Lab(lab, [NAME], inventory)
         handle.ssh_config = ssh_config(address)
