@@ -144,15 +144,19 @@ def packages(
     """apt packages (no recommends; `name=version` pins one). Only when one of them is missing
     (or at another version) are the package lists
     refreshed first, at most once per host and run, and only when older than `max_list_age`
-    seconds (0: whatever their age, e.g. after adding a source): a converge an hour or a week
-    later must not count a list refresh as a change. `installed`: DebPackages, when already read."""
+    seconds (0: whatever their age and however often, after adding a source): a converge an hour
+    or a week later must not count a list refresh as a change. `installed`: DebPackages, when already read."""
     installed = installed_packages() if installed is None else installed
     key = (id(state), host.name)
     missing = missing_packages(names, installed or {})
-    if missing and key not in _refreshed:
+    # max_list_age 0 follows a source added in this run: refreshed again even after an earlier
+    # refresh (the firewall's nftables, the first package of a bare host, came before the ZFS
+    # sources: CI at b074f8d).
+    if missing and (key not in _refreshed or max_list_age == 0):
+        if key not in _refreshed:
+            # A half-installed package reads as missing: a killed converge's leftovers come first.
+            packages_ops.interrupted_installs_finished(name="Finish interrupted package installs")
         _refreshed.add(key)
-        # A half-installed package reads as missing: a killed converge's leftovers come first.
-        packages_ops.interrupted_installs_finished(name="Finish interrupted package installs")
         apt.update(name="Refresh the package lists", cache_time=max_list_age or None)
     # Installed when the deploy was prepared stays installed: no need to ask the host again.
     step(

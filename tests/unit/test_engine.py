@@ -137,3 +137,38 @@ def test_package_lists_refreshed_only_for_a_missing_package_once_and_when_old(mo
         engine.packages("PostgreSQL", ["postgresql-15"], installed=installed)
     assert calls[1] == ("update", {"name": "Refresh the package lists", "cache_time": 3600})
     engine._refreshed.clear()
+
+
+def test_package_lists_refreshed_again_after_a_source_is_added(monkeypatch):
+    """A bare host's first package (the firewall's nftables) refreshes the lists before the ZFS
+    sources exist: the ZFS packages, after their source is added (max_list_age=0), refresh again
+    (CI at b074f8d: the module's package was not found)."""
+    from pyinfra.context import ctx_host
+
+    from tests.unit.fact_stubs import FakeHost
+
+    calls = []
+
+    def packages(**kw):
+        calls.append(("packages", kw["packages"]))
+
+    packages._inner = packages
+    monkeypatch.setattr(engine.apt, "update", lambda **kw: calls.append(("update", kw["cache_time"])))
+    monkeypatch.setattr(engine.apt, "packages", packages)
+    monkeypatch.setattr(
+        engine.packages_ops, "interrupted_installs_finished", lambda **kw: calls.append(("finish",))
+    )
+    engine._refreshed.clear()
+    with ctx_host.use(FakeHost({})):
+        engine.packages("nftables", ["nftables"], installed={})
+        engine.packages("ZFS module", ["zfs-modules-6.12"], installed={}, max_list_age=0)
+        engine.packages("MariaDB", ["mariadb-server"], installed={})
+    assert calls == [
+        ("finish",),
+        ("update", 3600),
+        ("packages", ["nftables"]),
+        ("update", None),
+        ("packages", ["zfs-modules-6.12"]),
+        ("packages", ["mariadb-server"]),
+    ]
+    engine._refreshed.clear()
