@@ -27,13 +27,14 @@ from facts.firewall import FirewallState
 from operations.common import CHECK_DIR, PRIVATE_DIR
 
 REVERT_UNIT = "dbzfs-firewall-revert"
+BEFORE = f"{PRIVATE_DIR}/firewall.before.nft"  # the rules a revert restores; gone once it is done
 
 
 def arm_revert_script(path: str, table: str, revert_after: int) -> str:
     """The revert, armed: the rules of ours the host has now (the file, when it is ours), else
     our table deleted; a transient timer runs it after `revert_after` seconds."""
     q = shlex.quote
-    before = f"{PRIVATE_DIR}/firewall.before.nft"
+    before = BEFORE
     return (
         "set -eu\n"
         f"mkdir -p -m 700 {PRIVATE_DIR}\n"
@@ -41,7 +42,8 @@ def arm_revert_script(path: str, table: str, revert_after: int) -> str:
         f"else printf 'table inet {table}\\ndelete table inet {table}\\n' > {before}; fi\n"
         f"systemctl stop {REVERT_UNIT}.timer {REVERT_UNIT}.service 2>/dev/null || true\n"
         f"systemctl reset-failed {REVERT_UNIT}.service 2>/dev/null || true\n"
-        f"systemd-run --quiet --unit={REVERT_UNIT} --on-active={int(revert_after)} nft -f {before}\n"
+        f"systemd-run --quiet --unit={REVERT_UNIT} --on-active={int(revert_after)} "
+        f"sh -c {q(f'nft -f {before} && rm -f {before}')}\n"
     )
 
 
@@ -51,7 +53,7 @@ def installed_script(staged: str, path: str) -> str:
         "set -eu\n"
         f"systemctl stop {REVERT_UNIT}.timer 2>/dev/null || true\n"
         f"install -m 644 {q(staged)} {q(path)}\n"
-        f"rm -f {q(staged)}\n"
+        f"rm -f {q(staged)} {BEFORE}\n"
         "systemctl enable --quiet nftables.service\n"
     )
 

@@ -138,7 +138,11 @@ def test_the_revert_restores_our_previous_rules_or_deletes_our_table():
     script = firewall_ops.arm_revert_script("/etc/nftables.conf", "dbzfs", 120)
     assert "grep -qx 'table inet dbzfs' /etc/nftables.conf" in script
     assert "printf 'table inet dbzfs\\ndelete table inet dbzfs\\n'" in script
-    assert "--on-active=120 nft -f /run/dbzfs/firewall.before.nft" in script
+    revert = "nft -f /run/dbzfs/firewall.before.nft && rm -f /run/dbzfs/firewall.before.nft"
+    assert f"--on-active=120 sh -c '{revert}'" in script
+    # disarmed and installed: nothing of it left in /run/dbzfs (the infra checks want it empty)
+    installed = firewall_ops.installed_script("/run/dbzfs-check/firewall.nft", "/etc/nftables.conf")
+    assert "rm -f /run/dbzfs-check/firewall.nft /run/dbzfs/firewall.before.nft" in installed
 
 
 def test_the_session_address_is_the_ssh_client():
