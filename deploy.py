@@ -10,27 +10,13 @@ engine's (roles/backup.py).
 from pyinfra import host
 
 from operations import runtime
-from roles import (
-    backup,
-    binlogs,
-    firewall,
-    mariadb,
-    pgbackrest,
-    postgresql,
-    release,
-    snapshots,
-    topology,
-    zfs,
-)
+from roles import backup, binlogs, mariadb, pgbackrest, postgresql, release, snapshots, topology, zfs
 from validation import preflight
 
 with runtime.refusals_exit_2():  # a refusal (bad data, a live state it must not act on) exits 2
     preflight.validate_inventory()
     release.check()  # every host runs its data's Debian release (debian_release)
     topology.check()
-    firewall.check()  # no host's new rules would shut this run's SSH session out
-
-    firewall.apply()  # first: every later step's connections pass the rules it derives
 
     if host.data.role == backup.ROLE:
         backup.software()

@@ -46,10 +46,6 @@ def _host(vm: VM) -> tuple[str, dict]:
 LAB_DATA = {
     # qemu boots a lab VM with its image's kernel: a release upgrade reaches the new one by kexec
     "reboot_method": "kexec",
-    # The firewall on, as on a real fleet: every SSH session from this machine reaches a guest
-    # through qemu's user network, which presents it as coming from 10.0.2.2.
-    "firewall": True,
-    "firewall_admin_networks": ["10.0.2.2/32"],
     "prometheus_scrape_interval": "30s",
     "node_exporter_disabled_collectors": ["systemd", "hwmon", "nvme", "netclass"],
     "alert_for": {

@@ -16,9 +16,9 @@ DEFINITIONS = (
             "True",
             "an nftables firewall on the host: inbound denied but for what the fleet needs",
             attr="firewall_spec.enabled",
-            notes="What each host accepts, and from where, is derived from the inventory "
-            "(roles/firewall.py: `allowed`); nothing else is declared. Off by default (a fleet turns it "
-            "on with its operators' networks in firewall_admin_networks); on in the lab.",
+            notes="Not yet applied by deploy.py (issue 48 in progress: the rules, their checks and the "
+            "guarded apply are built and unit-tested, not yet run on the lab). What each host accepts, "
+            "and from where, is derived from the inventory (roles/firewall.py: `allowed`).",
         ),
         Key(
             "firewall_admin_networks",

@@ -85,7 +85,6 @@ MODULE_ORDER = [
     "test_deployed_files.py",
     "test_config_check.py",
     "test_topology.py",
-    "test_firewall.py",
     "test_status.py",
     "test_snapshots.py",
     "test_backup.py",
