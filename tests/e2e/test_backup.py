@@ -69,9 +69,16 @@ def leave(lab, timings):
 # took that run for its own and backup1 held no copy. The lab's hosts took theirs long ago: they
 # drop them (and the snapshot job's mark of its first run, and sanoid's timer until the converge
 # starts it again), so that the converge that brings backup1 in takes their first ones again.
+# A run the timer had queued but not yet started is not "activating": `systemctl stop` of the
+# service after the wait cancels it (CI at 797c281: pg2 took two snapshots after they were
+# destroyed here).
+TIMER_STOPPED = (
+    "systemctl stop {timer} && while [ $(systemctl show -p ActiveState --value {service})"
+    " = activating ]; do sleep 2; done && systemctl stop {service}"
+)
 FIRST_SNAPSHOTS_AGAIN = (
-    "systemctl stop sanoid.timer && while [ $(systemctl show -p ActiveState --value sanoid.service)"
-    " = activating ]; do sleep 2; done && rm -f {marker} && for d in {datasets}; do"
+    TIMER_STOPPED.format(timer="sanoid.timer", service="sanoid.service")
+    + " && rm -f {marker} && for d in {datasets}; do"
     " zfs list -H -o name -t snapshot -d 1 $d | grep @autosnap_ | xargs -r -n 1 zfs destroy; done"
 )
 
@@ -183,12 +190,7 @@ def timers_stopped(lab, timers):
     timer's OnBootSec=5min run, once the join converge took under 5 minutes), and sanoid prunes
     the test's `frequently` snapshot (a kind kept nowhere) at its next run, here or there."""
     for name, timer, service in timers:
-        lab.check(
-            name,
-            f"systemctl stop {timer} && while [ $(systemctl show -p ActiveState --value {service})"
-            " = activating ]; do sleep 2; done",
-            timeout=900,
-        )
+        lab.check(name, TIMER_STOPPED.format(timer=timer, service=service), timeout=900)
     try:
         yield
     finally:
