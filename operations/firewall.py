@@ -34,16 +34,15 @@ def arm_revert_script(path: str, table: str, revert_after: int) -> str:
     """The revert, armed: the rules of ours the host has now (the file, when it is ours), else
     our table deleted; a transient timer runs it after `revert_after` seconds."""
     q = shlex.quote
-    before = BEFORE
     return (
         "set -eu\n"
         f"mkdir -p -m 700 {PRIVATE_DIR}\n"
-        f"if [ -f {q(path)} ] && grep -qx 'table inet {table}' {q(path)}; then cp {q(path)} {before}; "
-        f"else printf 'table inet {table}\\ndelete table inet {table}\\n' > {before}; fi\n"
+        f"if [ -f {q(path)} ] && grep -qx 'table inet {table}' {q(path)}; then cp {q(path)} {BEFORE}; "
+        f"else printf 'table inet {table}\\ndelete table inet {table}\\n' > {BEFORE}; fi\n"
         f"systemctl stop {REVERT_UNIT}.timer {REVERT_UNIT}.service 2>/dev/null || true\n"
         f"systemctl reset-failed {REVERT_UNIT}.service 2>/dev/null || true\n"
         f"systemd-run --quiet --unit={REVERT_UNIT} --on-active={int(revert_after)} "
-        f"sh -c {q(f'nft -f {before} && rm -f {before}')}\n"
+        f"sh -c {q(f'nft -f {BEFORE} && rm -f {BEFORE}')}\n"
     )
 
 

@@ -219,10 +219,11 @@ def apply() -> None:
     cfg = HostConfig.from_data(host.name, host.data)
     if not cfg.firewall_spec.enabled:
         return
+    hosts = _configs()
     engine.packages("nftables", ["nftables"])
     firewall_ops.rules(
-        name=f"Firewall: {RULES_FILE} ({len(allowed(cfg, _configs()))} ports open, the rest dropped)",
+        name=f"Firewall: {RULES_FILE} ({len(allowed(cfg, hosts))} ports open, the rest dropped)",
         path=RULES_FILE,
-        content=ruleset_text(cfg, _configs()),
+        content=ruleset_text(cfg, hosts),
         table=TABLE,
     )
